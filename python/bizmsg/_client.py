@@ -1,0 +1,497 @@
+"""The Python faces of :class:`Client` and :class:`AsyncClient`.
+
+They only resolve defaults (environment variables) and forward to the Rust client, which
+validates, sends, retries and decodes. Resources are attributes, as in the best SDKs:
+``client.messages``, ``client.business_accounts``, ``client.business_phone_numbers``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Union, overload
+
+from . import _native
+from .errors import BizmsgError, ConfigurationError
+from .models import (
+    BusinessAccount,
+    BusinessPhoneNumber,
+    Page,
+    SendResult,
+    Template,
+    TemplateParameters,
+)
+
+__all__ = ["Client", "AsyncClient", "Timeout", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES"]
+
+DEFAULT_MAX_RETRIES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """Timeouts in seconds; ``None`` leaves a part to the client's setting.
+
+    ``connect`` bounds establishing a connection (a pool-wide setting: give it when the client
+    is made), ``read`` bounds one attempt once connected, ``total`` bounds the whole call
+    including retries and their waits. A plain float anywhere a timeout is taken means
+    ``Timeout(total=that)``.
+    """
+
+    connect: float | None = None
+    read: float | None = None
+    total: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read", "total"):
+            value = getattr(self, name)
+            if value is not None and not (
+                isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+            ):
+                raise ConfigurationError(
+                    f"Timeout.{name} must be a positive number of seconds, got {value!r}"
+                )
+
+
+DEFAULT_TIMEOUT = Timeout(connect=10.0, total=30.0)
+
+TimeoutArg = Union[float, Timeout, None]
+TokenArg = Union[str, Callable[[], str], Callable[[], Awaitable[str]], None]
+RetryHook = Callable[[int, BizmsgError, float], None]
+
+
+def _resolve(
+    token: Any, base_url: str | None, timeout: TimeoutArg
+) -> tuple[Any, str, Timeout]:
+    if token is None:
+        token = os.environ.get("BIZMSG_TOKEN") or None
+    if base_url is None:
+        base_url = os.environ.get("BIZMSG_BASE_URL") or None
+    missing = [
+        what
+        for what, value in (
+            ("a token (pass token= or set BIZMSG_TOKEN)", token),
+            ("a base URL (pass base_url= or set BIZMSG_BASE_URL)", base_url),
+        )
+        if value is None
+    ]
+    if missing:
+        raise ConfigurationError("bizmsg needs " + " and ".join(missing))
+    if not isinstance(token, str) and not callable(token):
+        raise ConfigurationError(
+            f"token must be a string or a callable returning one, got {type(token).__name__}"
+        )
+    assert base_url is not None
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT
+    elif not isinstance(timeout, Timeout):
+        timeout = Timeout(connect=DEFAULT_TIMEOUT.connect, total=timeout)
+    return token, base_url, timeout
+
+
+class _BaseClient:
+    __slots__ = ("_native", "messages", "business_accounts", "business_phone_numbers")
+    _native: _native.NativeClient
+
+    @property
+    def base_url(self) -> str:
+        """The service's base address."""
+        return self._native.base_url
+
+    @property
+    def max_retries(self) -> int:
+        return self._native.max_retries
+
+    @property
+    def timeout(self) -> Timeout:
+        connect, read, total = self._native.timeout
+        return Timeout(connect=connect, read=read, total=total)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._native.is_closed
+
+    def __repr__(self) -> str:
+        # The token is never shown.
+        return f"{type(self).__name__}(base_url={self.base_url!r}, token=<redacted>)"
+
+
+def _native_client(
+    token: Any,
+    base_url: str | None,
+    timeout: TimeoutArg,
+    max_retries: int,
+    success_codes: Any,
+    default_headers: Mapping[str, str] | None,
+    on_retry: RetryHook | None,
+    proxy: str | None,
+    verify: bool | str,
+    allow_insecure_http: bool,
+    is_async: bool,
+) -> _native.NativeClient:
+    token, base_url, resolved = _resolve(token, base_url, timeout)
+    if not is_async and inspect.iscoroutinefunction(token):
+        raise ConfigurationError(
+            "Client needs a plain token callable; use AsyncClient for an async one"
+        )
+    codes = None if success_codes is None else [str(c) for c in success_codes]
+    return _native.NativeClient(
+        token,
+        base_url,
+        resolved,
+        max_retries,
+        codes,
+        dict(default_headers or {}),
+        on_retry,
+        proxy,
+        verify,
+        allow_insecure_http,
+    )
+
+
+class Client(_BaseClient):
+    """A synchronous client. Safe to share between threads; calls release the GIL and can be
+    interrupted with Ctrl-C.
+
+    ``token`` defaults to ``$BIZMSG_TOKEN`` and ``base_url`` to ``$BIZMSG_BASE_URL``.
+    ``success_codes`` are the send-result codes that mean "committed" (default ``("0",)``,
+    what the sandbox answers; compared as strings).
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        token: str | Callable[[], str] | None = None,
+        *,
+        base_url: str | None = None,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        success_codes: Any = None,
+        default_headers: Mapping[str, str] | None = None,
+        on_retry: RetryHook | None = None,
+        proxy: str | None = None,
+        verify: bool | str = True,
+        allow_insecure_http: bool = False,
+    ) -> None:
+        native = _native_client(
+            token, base_url, timeout, max_retries, success_codes, default_headers,
+            on_retry, proxy, verify, allow_insecure_http, False,
+        )
+        self._attach(native)
+
+    def _attach(self, native: _native.NativeClient) -> None:
+        self._native = native
+        self.messages = Messages(native)
+        self.business_accounts = BusinessAccounts(native)
+        self.business_phone_numbers = BusinessPhoneNumbers(native)
+
+    def with_options(
+        self,
+        *,
+        timeout: TimeoutArg = None,
+        max_retries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        on_retry: RetryHook | None = None,
+    ) -> Client:
+        """A client with other defaults that shares this one's connection pool (cheap: call
+        it per request if you like)."""
+        clone = object.__new__(Client)
+        clone._attach(
+            self._native.with_options(_timeout_arg(timeout), max_retries, dict(headers or {}), on_retry)
+        )
+        return clone
+
+    def close(self) -> None:
+        """Closes the connection pool. Later calls raise :class:`ClientClosedError`."""
+        self._native.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_BaseClient):
+    """An asyncio client with the same surface as :class:`Client`; every call is awaitable
+    and works on any running loop (a Jupyter notebook's included). Cancelling the task
+    cancels the request. ``token`` may also be an ``async`` callable."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        token: TokenArg = None,
+        *,
+        base_url: str | None = None,
+        timeout: TimeoutArg = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        success_codes: Any = None,
+        default_headers: Mapping[str, str] | None = None,
+        on_retry: RetryHook | None = None,
+        proxy: str | None = None,
+        verify: bool | str = True,
+        allow_insecure_http: bool = False,
+    ) -> None:
+        native = _native_client(
+            token, base_url, timeout, max_retries, success_codes, default_headers,
+            on_retry, proxy, verify, allow_insecure_http, True,
+        )
+        self._attach(native)
+
+    def _attach(self, native: _native.NativeClient) -> None:
+        self._native = native
+        self.messages = AsyncMessages(native)
+        self.business_accounts = AsyncBusinessAccounts(native)
+        self.business_phone_numbers = AsyncBusinessPhoneNumbers(native)
+
+    def with_options(
+        self,
+        *,
+        timeout: TimeoutArg = None,
+        max_retries: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        on_retry: RetryHook | None = None,
+    ) -> AsyncClient:
+        """A client with other defaults sharing this one's connection pool."""
+        clone = object.__new__(AsyncClient)
+        clone._attach(
+            self._native.with_options(_timeout_arg(timeout), max_retries, dict(headers or {}), on_retry)
+        )
+        return clone
+
+    async def aclose(self) -> None:
+        """Closes the connection pool. Later calls raise :class:`ClientClosedError`."""
+        self._native.close()
+
+    def close(self) -> None:
+        """Same as :meth:`aclose`, for code that cannot await."""
+        self._native.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _timeout_arg(timeout: TimeoutArg) -> Timeout | None:
+    if timeout is None or isinstance(timeout, Timeout):
+        return timeout
+    return Timeout(total=timeout)
+
+
+class _Resource:
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.NativeClient) -> None:
+        self._native = native
+
+
+class Messages(_Resource):
+    """``client.messages``: sending template messages."""
+
+    __slots__ = ()
+
+    @overload
+    def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
+             timeout: TimeoutArg = ..., max_retries: int | None = ...,
+             idempotency_key: str | None = ...) -> SendResult: ...
+    @overload
+    def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
+             timeout: TimeoutArg = ..., max_retries: int | None = ...,
+             idempotency_key: str | None = ...) -> dict[str, Any]: ...
+
+    def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
+             timeout: TimeoutArg = None, max_retries: int | None = None,
+             idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+        """Sends ``template`` from the business number ``from_`` to ``to``.
+
+        Phone numbers may contain ``+``, spaces, dashes, dots and parentheses; 8 to 15 digits
+        must remain. Raises :class:`SendRejectedError` when the service reports a failed
+        commit, and :class:`SendOutcomeUnknownError` when the message may or may not have been
+        sent (it is then not retried: re-send with its ``idempotency_key``). ``raw=True``
+        returns the decoded JSON body as received.
+        """
+        return self._native.send(
+            to, from_, template.name, template.parameters, template.language,
+            raw, _timeout_arg(timeout), max_retries, idempotency_key,
+        )
+
+    @overload
+    def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
+                      language: str, raw: Literal[False] = ..., timeout: TimeoutArg = ...,
+                      max_retries: int | None = ..., idempotency_key: str | None = ...
+                      ) -> SendResult: ...
+    @overload
+    def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
+                      language: str, raw: Literal[True], timeout: TimeoutArg = ...,
+                      max_retries: int | None = ..., idempotency_key: str | None = ...
+                      ) -> dict[str, Any]: ...
+
+    def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
+                      language: str, raw: bool = False, timeout: TimeoutArg = None,
+                      max_retries: int | None = None, idempotency_key: str | None = None
+                      ) -> SendResult | dict[str, Any]:
+        """:meth:`send` with the template given field by field."""
+        return self._native.send(
+            to, from_, name, parameters, language,
+            raw, _timeout_arg(timeout), max_retries, idempotency_key,
+        )
+
+
+class AsyncMessages(_Resource):
+    """``client.messages`` of an :class:`AsyncClient`."""
+
+    __slots__ = ()
+
+    @overload
+    async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...,
+                   idempotency_key: str | None = ...) -> SendResult: ...
+    @overload
+    async def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...,
+                   idempotency_key: str | None = ...) -> dict[str, Any]: ...
+
+    async def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
+                   timeout: TimeoutArg = None, max_retries: int | None = None,
+                   idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+        """Awaitable :meth:`Messages.send`."""
+        return await self._native.send_async(
+            to, from_, template.name, template.parameters, template.language,
+            raw, _timeout_arg(timeout), max_retries, idempotency_key,
+        )
+
+    @overload
+    async def send_template(self, *, to: str, from_: str, name: str,
+                            parameters: TemplateParameters, language: str,
+                            raw: Literal[False] = ..., timeout: TimeoutArg = ...,
+                            max_retries: int | None = ..., idempotency_key: str | None = ...
+                            ) -> SendResult: ...
+    @overload
+    async def send_template(self, *, to: str, from_: str, name: str,
+                            parameters: TemplateParameters, language: str,
+                            raw: Literal[True], timeout: TimeoutArg = ...,
+                            max_retries: int | None = ..., idempotency_key: str | None = ...
+                            ) -> dict[str, Any]: ...
+
+    async def send_template(self, *, to: str, from_: str, name: str,
+                            parameters: TemplateParameters, language: str, raw: bool = False,
+                            timeout: TimeoutArg = None, max_retries: int | None = None,
+                            idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+        """Awaitable :meth:`Messages.send_template`."""
+        return await self._native.send_async(
+            to, from_, name, parameters, language,
+            raw, _timeout_arg(timeout), max_retries, idempotency_key,
+        )
+
+
+class _Listing(_Resource):
+    __slots__ = ()
+    _KIND: int
+
+
+class BusinessAccounts(_Listing):
+    """``client.business_accounts``: the caller's business accounts."""
+
+    __slots__ = ()
+    _KIND = 0
+
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+             timeout: TimeoutArg = ..., max_retries: int | None = ...
+             ) -> Page[BusinessAccount]: ...
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
+
+    def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+             timeout: TimeoutArg = None, max_retries: int | None = None
+             ) -> Page[BusinessAccount] | dict[str, Any]:
+        """One page of accounts (``page_no`` from 1, ``page_size`` 1 to 1000), each with its
+        phone numbers."""
+        return self._native.list(self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries)
+
+
+class BusinessPhoneNumbers(_Listing):
+    """``client.business_phone_numbers``: the caller's business phone numbers."""
+
+    __slots__ = ()
+    _KIND = 1
+
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+             timeout: TimeoutArg = ..., max_retries: int | None = ...
+             ) -> Page[BusinessPhoneNumber]: ...
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
+
+    def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+             timeout: TimeoutArg = None, max_retries: int | None = None
+             ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
+        """One page of phone numbers (``page_no`` from 1, ``page_size`` 1 to 1000)."""
+        return self._native.list(self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries)
+
+
+class AsyncBusinessAccounts(_Listing):
+    """``client.business_accounts`` of an :class:`AsyncClient`."""
+
+    __slots__ = ()
+    _KIND = 0
+
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...
+                   ) -> Page[BusinessAccount]: ...
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...
+                   ) -> dict[str, Any]: ...
+
+    async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+                   timeout: TimeoutArg = None, max_retries: int | None = None
+                   ) -> Page[BusinessAccount] | dict[str, Any]:
+        """Awaitable :meth:`BusinessAccounts.list`."""
+        return await self._native.list_async(
+            self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries
+        )
+
+
+class AsyncBusinessPhoneNumbers(_Listing):
+    """``client.business_phone_numbers`` of an :class:`AsyncClient`."""
+
+    __slots__ = ()
+    _KIND = 1
+
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...
+                   ) -> Page[BusinessPhoneNumber]: ...
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...
+                   ) -> dict[str, Any]: ...
+
+    async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+                   timeout: TimeoutArg = None, max_retries: int | None = None
+                   ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
+        """Awaitable :meth:`BusinessPhoneNumbers.list`."""
+        return await self._native.list_async(
+            self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries
+        )

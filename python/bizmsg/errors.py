@@ -1,0 +1,195 @@
+"""The exceptions bizmsg raises: one hierarchy under :class:`BizmsgError`.
+
+The Rust core raises these very classes (it imports them once and caches them), so
+``except bizmsg.RateLimitError`` works the same for sync and async calls.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import SendResult
+
+__all__ = [
+    "BizmsgError",
+    "ConfigurationError",
+    "ValidationError",
+    "ClientClosedError",
+    "TransportError",
+    "ConnectError",
+    "TimeoutError",
+    "ConnectionBrokenError",
+    "SendOutcomeUnknownError",
+    "APIError",
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ConflictError",
+    "RateLimitError",
+    "ServerError",
+    "DecodeError",
+    "SendRejectedError",
+    "InternalError",
+]
+
+
+class BizmsgError(Exception):
+    """Base of every error bizmsg raises."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(BizmsgError):
+    """The client is configured wrongly: a missing token or base URL, a header value with
+    CR/LF, plain ``http://`` to a remote host, ..."""
+
+
+class ValidationError(BizmsgError, ValueError):
+    """An argument was refused before any request was sent. ``field`` names it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ClientClosedError(BizmsgError):
+    """The client was used after ``close()``."""
+
+
+class TransportError(BizmsgError):
+    """No complete HTTP answer was received."""
+
+
+class ConnectError(TransportError):
+    """The connection could not be established: the request never reached the service."""
+
+
+class TimeoutError(TransportError, builtins.TimeoutError):
+    """A timeout elapsed (connect, read or total). Also a builtin ``TimeoutError``."""
+
+
+class ConnectionBrokenError(TransportError):
+    """The connection was reset or closed while the request or its answer was in flight."""
+
+
+class SendOutcomeUnknownError(TransportError):
+    """A send may or may not have reached the recipient, and was therefore not retried.
+
+    To make sure it is sent exactly once, send again with
+    ``idempotency_key=err.idempotency_key``: the service answers a repeated key with the
+    original result instead of sending a second message. ``__cause__`` is what failed.
+    """
+
+    def __init__(
+        self, message: str, *, idempotency_key: str, to: str, template_name: str
+    ) -> None:
+        super().__init__(message)
+        self.idempotency_key = idempotency_key
+        self.to = to
+        self.template_name = template_name
+
+
+class APIError(BizmsgError):
+    """The service answered with a non-2xx status.
+
+    ``body`` is the decoded JSON when the body is JSON, else its text; ``request_id``
+    comes from the ``X-Request-Id`` header.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        method: str,
+        url: str,
+        body: Any,
+        request_id: str | None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.method = method
+        self.url = url
+        self.body = body
+        self.request_id = request_id
+
+
+class BadRequestError(APIError):
+    """400: the service refused the request as malformed."""
+
+
+class AuthenticationError(APIError):
+    """401: the token is missing, malformed or not valid."""
+
+
+class PermissionDeniedError(APIError):
+    """403: the token may not do this."""
+
+
+class NotFoundError(APIError):
+    """404."""
+
+
+class ConflictError(APIError):
+    """409: e.g. an ``Idempotency-Key`` reused with a different message."""
+
+
+class RateLimitError(APIError):
+    """429. ``retry_after`` is the wait the service asked for, in seconds, if it said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ServerError(APIError):
+    """5xx."""
+
+
+class DecodeError(BizmsgError):
+    """A 2xx answer whose body is not the JSON the operation expects. ``snippet`` is the
+    start of the body."""
+
+    def __init__(self, message: str, *, snippet: str = "") -> None:
+        super().__init__(message)
+        self.snippet = snippet
+
+
+class SendRejectedError(BizmsgError):
+    """The send result reports a failed commit. ``result`` is the full
+    :class:`~bizmsg.SendResult`; ``code`` and ``msg`` are copied from it."""
+
+    def __init__(self, message: str, *, result: SendResult) -> None:
+        super().__init__(message)
+        self.result = result
+        self.code = result.code
+        self.msg = result.msg
+
+
+class InternalError(BizmsgError):
+    """A bug in bizmsg. Please report it with the message."""
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    429: RateLimitError,
+}
+
+
+def _api_error_class(status_code: int) -> type[APIError]:
+    """The class for an HTTP status (used by the Rust side)."""
+    if status_code >= 500:
+        return ServerError
+    return _BY_STATUS.get(status_code, APIError)

@@ -1,0 +1,303 @@
+"""The data bizmsg returns and takes: frozen, slotted dataclasses.
+
+The Rust core builds these objects directly from the decoded JSON. Each model also keeps the
+JSON object it was decoded from, so ``to_dict()`` returns exactly what the service sent (camelCase
+keys, unknown fields included), and call metadata on ``.meta`` (kept out of equality and repr).
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
+
+from . import _native
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "Template",
+    "SendResult",
+    "BusinessPhoneNumber",
+    "BusinessAccount",
+    "Page",
+    "ResponseMeta",
+]
+
+#: What ``Template.parameters`` takes: sent unchanged when a string, else encoded as compact JSON.
+TemplateParameters = Union[str, Sequence[str], Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A message template: its ``name``, the variable ``parameters`` and the ``language`` code.
+
+    ``parameters`` given as a list or mapping of strings is sent as a compact JSON string
+    (``["A1","B2"]``); a string is sent unchanged. ``language`` accepts ``en``, ``en_US``,
+    ``es_419`` and the ``en-US`` spelling (sent as ``en_US``).
+    """
+
+    name: str
+    parameters: TemplateParameters
+    language: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseMeta:
+    """How a call went: HTTP status, the service's request id, time taken, attempts made, and
+    the ``Idempotency-Key`` a send went out with."""
+
+    status_code: int
+    request_id: str | None
+    elapsed: timedelta
+    attempts: int
+    idempotency_key: str | None = None
+
+
+class _Model:
+    """Keeps the received JSON object and the call metadata beside the dataclass fields."""
+
+    __slots__ = ("_wire", "_meta", "_ok")
+
+    #: (field name, wire name) pairs, in the spec's order.
+    _WIRE_NAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: The name the Rust decoder knows this model by.
+    _KIND: ClassVar[str] = ""
+
+    @property
+    def meta(self) -> ResponseMeta | None:
+        """Metadata of the call that returned this object (``None`` if built by hand)."""
+        return getattr(self, "_meta", None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object as the service sent it: camelCase keys, unknown fields kept,
+        timestamps as their original text."""
+        wire = getattr(self, "_wire", None)
+        if wire is not None:
+            return copy.deepcopy(wire)
+        return self._wire_from_fields()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        """Decodes a wire object (camelCase, as the service sends it), with the same rules
+        as a response: unknown fields kept, unparseable timestamps become ``None``."""
+        return _native.model_from_dict(cls._KIND, dict(data))
+
+    def _wire_from_fields(self) -> dict[str, Any]:
+        # An object built by hand or by dataclasses.replace() has no received JSON: derive it.
+        out: dict[str, Any] = {}
+        for name, wire_name in self._WIRE_NAMES:
+            out[wire_name] = _to_wire_value(getattr(self, name))
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle and copy go through the wire form, so the received JSON survives them.
+        return (_restore, (type(self), self.to_dict(), getattr(self, "_ok", None)))
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
+            f"<td style='text-align:left'>{html.escape(_cell(getattr(self, f.name)))}</td></tr>"
+            for f in fields(self)  # type: ignore[arg-type]
+        )
+        return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
+
+
+def _restore(cls: type[_Model], wire: dict[str, Any], ok: bool | None) -> Any:
+    obj = cls.from_dict(wire)
+    if ok is not None:
+        object.__setattr__(obj, "_ok", ok)
+    return obj
+
+
+def _to_wire_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="milliseconds")
+    if isinstance(value, _Model):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_to_wire_value(v) for v in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{len(value)} items]"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="milliseconds")
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult(_Model):
+    """The result of a send: ``sms_id``, ``status``, ``code`` and ``msg`` as the service sent
+    them (string or number; the spec leaves the type open). ``ok`` says whether the commit
+    succeeded under the client's ``success_codes``; a failed commit is raised as
+    :class:`~bizmsg.SendRejectedError`, so a returned result is normally ``ok``."""
+
+    sms_id: str | int | None
+    status: str | int | None
+    code: str | int | None
+    msg: str | None
+
+    _WIRE_NAMES = (("sms_id", "smsId"), ("status", "status"), ("code", "code"), ("msg", "msg"))
+    _KIND = "SendResult"
+
+    @property
+    def ok(self) -> bool:
+        """Whether the commit succeeded (code in the client's success codes)."""
+        judged = getattr(self, "_ok", None)
+        if judged is not None:
+            return bool(judged)
+        if self.code is None:
+            return self.sms_id is not None
+        return str(self.code).strip() in _native.DEFAULT_SUCCESS_CODES
+
+
+@dataclass(frozen=True, slots=True)
+class BusinessPhoneNumber(_Model):
+    """A business phone number. Enumerated fields are plain strings: values the spec never
+    showed (``YELLOW``, ``TIER_10K``) pass through unchanged. Timestamps are timezone-aware;
+    one that cannot be parsed is ``None`` (its text stays in ``to_dict()``)."""
+
+    biz_account_id: str | None
+    phone_number_id: str
+    display_phone_number: str | None
+    verified_name: str | None
+    status: str | None
+    quality_rating: str | None
+    code_verification_status: str | None
+    throughput: str | None
+    messaging_limit_tier: str | None
+    create_time: datetime | None
+    update_time: datetime | None
+
+    _WIRE_NAMES = (
+        ("biz_account_id", "bizAccountId"),
+        ("phone_number_id", "phoneNumberId"),
+        ("display_phone_number", "displayPhoneNumber"),
+        ("verified_name", "verifiedName"),
+        ("status", "status"),
+        ("quality_rating", "qualityRating"),
+        ("code_verification_status", "codeVerificationStatus"),
+        ("throughput", "throughput"),
+        ("messaging_limit_tier", "messagingLimitTier"),
+        ("create_time", "createTime"),
+        ("update_time", "updateTime"),
+    )
+    _KIND = "BusinessPhoneNumber"
+
+
+@dataclass(frozen=True, slots=True)
+class BusinessAccount(_Model):
+    """A business account with its phone numbers (``business_phone_numbers``)."""
+
+    biz_account_id: str
+    name: str | None
+    status: str | None
+    business_verification_status: str | None
+    account_review_status: str | None
+    chat_business_manager_messaging_limit: str | None
+    business_phone_numbers: list[BusinessPhoneNumber]
+    create_time: datetime | None
+    update_time: datetime | None
+
+    _WIRE_NAMES = (
+        ("biz_account_id", "bizAccountId"),
+        ("name", "name"),
+        ("status", "status"),
+        ("business_verification_status", "businessVerificationStatus"),
+        ("account_review_status", "accountReviewStatus"),
+        ("chat_business_manager_messaging_limit", "chatBusinessManagerMessagingLimit"),
+        ("business_phone_numbers", "businessPhoneNumbers"),
+        ("create_time", "createTime"),
+        ("update_time", "updateTime"),
+    )
+    _KIND = "BusinessAccount"
+
+
+T = TypeVar("T", BusinessAccount, BusinessPhoneNumber)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(_Model, Generic[T]):
+    """One page of a listing: ``data`` and the envelope (``total``, ``size``, ``current``,
+    ``pages``). ``total`` and ``pages`` are ``None`` when the service leaves them out; ``size``
+    and ``current`` then fall back to what was requested. Iterating a page iterates ``data``."""
+
+    data: list[T]
+    total: int | None
+    size: int
+    current: int
+    pages: int | None
+
+    _WIRE_NAMES = (
+        ("data", "data"),
+        ("total", "total"),
+        ("size", "size"),
+        ("current", "current"),
+        ("pages", "pages"),
+    )
+    _KIND = "Page"
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def has_next_page(self) -> bool:
+        """Whether another page may follow: ``current < pages``, or, when the service does
+        not send ``pages``, whether this page was full. An empty page is always the last."""
+        if not self.data:
+            return False
+        if self.pages is not None:
+            return self.current < self.pages
+        return len(self.data) >= self.size
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """The items as plain dicts keyed by field name (nested phone numbers as dicts too)."""
+        return [_record(item) for item in self.data]
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """The items as a ``pandas.DataFrame`` (install ``bizmsg[pandas]``)."""
+        try:
+            import pandas
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "Page.to_pandas() needs pandas: pip install 'bizmsg[pandas]'"
+            ) from exc
+        return pandas.DataFrame.from_records(self.to_records())
+
+    def _repr_html_(self) -> str:
+        if not self.data:
+            return f"<p>Empty page {self.current} of {self.pages}</p>"
+        names = [f.name for f in fields(self.data[0])]
+        head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(_cell(getattr(item, n)))}</td>" for n in names
+            )
+            + "</tr>"
+            for item in self.data
+        )
+        caption = (
+            f"{type(self.data[0]).__name__}: page {self.current} of {self.pages}, "
+            f"{len(self.data)} of {self.total} items"
+        )
+        return f"<table><caption>{html.escape(caption)}</caption><tr>{head}</tr>{body}</table>"
+
+
+def _record(item: _Model) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for f in fields(item):  # type: ignore[arg-type]
+        value = getattr(item, f.name)
+        if isinstance(value, list):
+            value = [_record(v) if isinstance(v, _Model) else v for v in value]
+        record[f.name] = value
+    return record

@@ -1,0 +1,156 @@
+"""Testing with the embedded sandbox: a faithful implementation of the service that runs on
+127.0.0.1 inside this process (Rust, on a free port).
+
+>>> from bizmsg.testing import Sandbox
+>>> with Sandbox() as sandbox:
+...     client = sandbox.client()
+...     page = client.business_phone_numbers.list()
+...     sandbox.sent_messages()          # every send request, as received
+
+Faults are scripted per route (``"send"``, ``"business_accounts"``,
+``"business_phone_numbers"`` or ``"*"``): the next ``times`` requests get a status (without
+being processed), a delay, or a connection cut after processing. See docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from . import _native
+from ._client import AsyncClient, Client
+
+__all__ = ["Sandbox", "Fault"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What the sandbox does to the next ``times`` requests of a route.
+
+    ``status``: answer with this status, headers and body *without processing* the request
+    (a 503 or 429 "before processing"). ``delay``: wait this many seconds before answering
+    (after processing). ``cut_connection``: process the request (a message is sent), then
+    close the connection without answering.
+    """
+
+    status: int | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: str | None = None
+    delay: float = 0.0
+    cut_connection: bool = False
+    times: int = 1
+
+
+class Sandbox:
+    """The service, embedded. Starts at once; stop it with ``close()`` or a ``with`` block.
+
+    ``tenants`` are seeded with ``accounts_per_tenant`` accounts of ``numbers_per_account``
+    (low, high) numbers each, deterministically from ``seed``. ``delay`` (seconds) is added
+    to every answer. ``faults`` maps a route to one fault or a list of them.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        tenants: Iterable[str] = ("acme", "globex"),
+        accounts_per_tenant: int = 3,
+        numbers_per_account: tuple[int, int] = (2, 4),
+        delay: float = 0.0,
+        faults: Mapping[str, Fault | Iterable[Fault]] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._server = _native.SandboxServer(
+            host, port, seed, list(tenants), accounts_per_tenant,
+            tuple(numbers_per_account), float(delay),
+        )
+        self._delay = float(delay)
+        for route, planned in (faults or {}).items():
+            for fault in [planned] if isinstance(planned, Fault) else planned:
+                self.inject(route, fault)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return self._server.base_url
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def token(self) -> str:
+        """The token of the first tenant."""
+        return self._server.token
+
+    @property
+    def tenant_tokens(self) -> dict[str, str]:
+        """Tenant name to its token; each tenant sees only its own accounts and numbers."""
+        return dict(self._server.tenant_tokens)
+
+    def client(self, **options: Any) -> Client:
+        """A :class:`~bizmsg.Client` for this sandbox (first tenant's token unless given)."""
+        options.setdefault("token", self.token)
+        return Client(base_url=self.base_url, **options)
+
+    def async_client(self, **options: Any) -> AsyncClient:
+        """An :class:`~bizmsg.AsyncClient` for this sandbox."""
+        options.setdefault("token", self.token)
+        return AsyncClient(base_url=self.base_url, **options)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request received, oldest first: ``method``, ``path``, ``query``, ``headers``
+        (lower-case names), ``body`` (decoded JSON or ``None``), ``body_text``, ``tenant``,
+        ``status``, ``response_body``, ``idempotent_replay``, ``request_id``."""
+        return self._server.requests()
+
+    def sent_messages(self) -> list[dict[str, Any]]:
+        """The send requests among :meth:`requests`, as received. One whose
+        ``idempotent_replay`` is true repeated an ``Idempotency-Key``: no message went out."""
+        return self._server.sent_messages()
+
+    def clear_requests(self) -> None:
+        self._server.clear_requests()
+
+    @property
+    def delay(self) -> float:
+        """Seconds added before every answer."""
+        return self._delay
+
+    @delay.setter
+    def delay(self, seconds: float) -> None:
+        self._server.set_delay(float(seconds))
+        self._delay = float(seconds)
+
+    def inject(self, route: str, fault: Fault | None = None, **fields: Any) -> None:
+        """Queues a fault for ``route``: ``inject("send", status=503, times=2)`` or
+        ``inject("send", Fault(cut_connection=True))``."""
+        fault = fault if fault is not None else Fault(**fields)
+        self._server.inject(
+            route, fault.times, fault.status, list(dict(fault.headers).items()),
+            fault.body, float(fault.delay), fault.cut_connection,
+        )
+
+    def clear_faults(self) -> None:
+        self._server.clear_faults()
+
+    def close(self) -> None:
+        """Stops the server (idempotent)."""
+        self._server.shutdown()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(base_url={self.base_url!r})"

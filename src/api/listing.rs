@@ -1,0 +1,69 @@
+//! What both list operations share: the page request, and fetching one page of any model.
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::client::{CallOptions, Client, Operation, Response, Safety};
+use crate::error::{Error, Result};
+use crate::validate;
+use crate::wire::{FromWire, Page};
+
+/// `pageNo` and `pageSize`, checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    pub page_no: i64,
+    pub page_size: i64,
+}
+
+impl PageRequest {
+    pub fn new(page_no: i64, page_size: i64) -> Result<Self> {
+        Ok(PageRequest {
+            page_no: validate::page_no(page_no)?,
+            page_size: validate::page_size(page_size)?,
+        })
+    }
+}
+
+/// Which listing to page through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pager {
+    BusinessAccounts,
+    BusinessPhoneNumbers,
+}
+
+impl Client {
+    pub(crate) async fn list_page<T: FromWire>(
+        &self,
+        pager: Pager,
+        page: PageRequest,
+        call: &CallOptions,
+    ) -> Result<Response<Page<T>>> {
+        let mut url = match pager {
+            Pager::BusinessAccounts => self.endpoints().business_accounts.clone(),
+            Pager::BusinessPhoneNumbers => self.endpoints().business_phone_numbers.clone(),
+        };
+        url.set_query(Some(&format!(
+            "pageNo={}&pageSize={}",
+            page.page_no, page.page_size
+        )));
+        let answer = self
+            .execute(
+                Operation {
+                    method: Method::GET,
+                    url,
+                    body: None,
+                    safety: Safety::Idempotent,
+                    send: None,
+                },
+                call,
+            )
+            .await?;
+        let Value::Object(object) = answer.body else {
+            return Err(Error::Internal("a 2xx body that is not an object".to_owned()));
+        };
+        Ok(Response {
+            value: Page::from_wire(object, (page.page_no, page.page_size))?,
+            meta: answer.meta,
+        })
+    }
+}

@@ -1,0 +1,10 @@
+//! The service's operations, one file per endpoint group. Each builds its request, sends it
+//! through the client's attempt loop and decodes the answer into wire models.
+
+mod business_accounts;
+mod business_phone_numbers;
+mod listing;
+mod messages;
+
+pub use listing::{PageRequest, Pager};
+pub use messages::SendMessage;

@@ -1,0 +1,191 @@
+//! Client configuration: what a caller may set, with the defaults and the checks that refuse
+//! a configuration before it can send anything.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use super::retry::{Backoff, RetryObserver};
+use super::token::TokenSource;
+use crate::error::{Error, Result};
+
+pub const DEFAULT_USER_AGENT: &str = concat!("bizmsg-python/", env!("CARGO_PKG_VERSION"));
+
+/// Timeouts of a call. `connect` bounds establishing a connection (a pool-wide setting, fixed
+/// when the client is made); `read` bounds one attempt once connected; `total` bounds the whole
+/// call, retries and their waits included.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timeout {
+    pub connect: Option<Duration>,
+    pub read: Option<Duration>,
+    pub total: Option<Duration>,
+}
+
+impl Timeout {
+    pub const DEFAULT_CONNECT: Duration = Duration::from_secs(10);
+
+    /// `timeout=30.0`: the whole call within 30 s.
+    pub fn total(total: Duration) -> Self {
+        Timeout {
+            connect: None,
+            read: None,
+            total: Some(total),
+        }
+    }
+
+    /// This timeout with the parts `other` sets replaced.
+    pub fn overridden_by(self, other: Timeout) -> Self {
+        Timeout {
+            connect: other.connect.or(self.connect),
+            read: other.read.or(self.read),
+            total: other.total.or(self.total),
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        for (name, value) in [("connect", self.connect), ("read", self.read), ("total", self.total)]
+        {
+            if value == Some(Duration::ZERO) {
+                return Err(Error::Configuration(format!(
+                    "timeout {name} must be more than 0 seconds"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Timeout {
+    fn default() -> Self {
+        Timeout {
+            connect: Some(Self::DEFAULT_CONNECT),
+            read: None,
+            total: Some(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// How TLS certificates are checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Verify {
+    /// The platform's trust store.
+    #[default]
+    Default,
+    /// No verification at all (tests against self-signed servers only).
+    Disabled,
+    /// Trust the certificates of this PEM bundle (in addition to none of the platform's).
+    CaBundle(PathBuf),
+}
+
+#[derive(Clone)]
+pub struct ClientConfig {
+    pub base_url: String,
+    pub token: TokenSource,
+    pub timeout: Timeout,
+    pub max_retries: u32,
+    pub success_codes: Vec<String>,
+    pub default_headers: Vec<(String, String)>,
+    pub user_agent: String,
+    pub proxy: Option<String>,
+    pub verify: Verify,
+    pub allow_insecure_http: bool,
+    pub backoff: Backoff,
+    pub retry_observer: Option<Arc<dyn RetryObserver>>,
+}
+
+impl ClientConfig {
+    pub fn new(base_url: impl Into<String>, token: TokenSource) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            token,
+            timeout: Timeout::default(),
+            max_retries: 2,
+            success_codes: crate::wire::DEFAULT_SUCCESS_CODES
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect(),
+            default_headers: Vec::new(),
+            user_agent: DEFAULT_USER_AGENT.to_owned(),
+            proxy: None,
+            verify: Verify::Default,
+            allow_insecure_http: false,
+            backoff: Backoff::default(),
+            retry_observer: None,
+        }
+    }
+}
+
+/// Parses and checks the base URL. Plain `http://` is allowed only to loopback, because the
+/// bearer token would otherwise cross a network in clear text.
+pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
+    let trimmed = text.trim();
+    let mut url = Url::parse(trimmed)
+        .map_err(|e| Error::Configuration(format!("base_url {trimmed:?} is not a URL: {e}")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_insecure_http || is_loopback(&url) => {}
+        "http" => {
+            return Err(Error::Configuration(format!(
+                "base_url {trimmed:?} uses plain http:// to a host that is not loopback, which \
+                 would send the token unencrypted; use https:// or pass allow_insecure_http=True"
+            )))
+        }
+        other => {
+            return Err(Error::Configuration(format!(
+                "base_url {trimmed:?} has scheme {other:?}; use https:// (or http:// to loopback)"
+            )))
+        }
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::Configuration(format!(
+            "base_url {trimmed:?} must not have a query or fragment"
+        )));
+    }
+    // Endpoints are joined onto the base, so it must end in `/` to keep any path prefix.
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    Ok(url)
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn base_url_rules() {
+        assert_eq!(base_url("https://api.example.com", false).unwrap().as_str(), "https://api.example.com/");
+        assert_eq!(base_url("https://h/prefix", false).unwrap().as_str(), "https://h/prefix/");
+        assert!(base_url("http://127.0.0.1:8080", false).is_ok());
+        assert!(base_url("http://localhost:8080/", false).is_ok());
+        assert!(base_url("http://[::1]:8080/", false).is_ok());
+        let insecure = base_url("http://api.example.com", false).unwrap_err().to_string();
+        assert!(insecure.contains("allow_insecure_http"), "{insecure}");
+        assert!(base_url("http://api.example.com", true).is_ok());
+        assert!(base_url("ftp://x", true).is_err());
+        assert!(base_url("not a url", true).is_err());
+        assert!(base_url("https://h/?a=1", true).is_err());
+    }
+
+    #[test]
+    fn timeouts_merge_part_by_part() {
+        let merged = Timeout::default().overridden_by(Timeout::total(Duration::from_secs(5)));
+        assert_eq!(merged.connect, Some(Timeout::DEFAULT_CONNECT));
+        assert_eq!(merged.total, Some(Duration::from_secs(5)));
+        assert!(Timeout::total(Duration::ZERO).check().is_err());
+    }
+}

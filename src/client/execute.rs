@@ -1,0 +1,360 @@
+//! The attempt loop every operation goes through: headers, timeouts, classification of
+//! failures, retries, token refresh after a 401, and the log line of each attempt.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, Url};
+use serde_json::Value;
+
+use super::meta::Meta;
+use super::retry::{is_retryable, parse_retry_after};
+use super::Client;
+use crate::error::{ApiBody, ApiError, Error, Result, UnknownOutcome};
+use crate::validate::mask_phone;
+use crate::wire::fields::truncate;
+
+/// How safe it is to repeat a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Safety {
+    /// Reads: repeating is harmless.
+    Idempotent,
+    /// A send: repeating may message a person twice.
+    SendOnce,
+}
+
+pub(crate) struct Operation {
+    pub method: Method,
+    pub url: Url,
+    pub body: Option<Bytes>,
+    pub safety: Safety,
+    /// Sends only: the key, the recipient and the template, for `Idempotency-Key` and for
+    /// reconciling an unknown outcome.
+    pub send: Option<SendContext>,
+}
+
+pub(crate) struct SendContext {
+    pub idempotency_key: String,
+    pub to: String,
+    pub template_name: String,
+}
+
+/// A decoded 2xx answer.
+pub(crate) struct Answer {
+    pub body: Value,
+    pub meta: Meta,
+}
+
+static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+impl Client {
+    pub(crate) async fn execute(
+        &self,
+        operation: Operation,
+        call: &super::CallOptions,
+    ) -> Result<Answer> {
+        let started = Instant::now();
+        let timeout = match call.timeout {
+            Some(timeout) => self.options.timeout.overridden_by(timeout),
+            None => self.options.timeout,
+        };
+        let deadline = timeout.total.map(|total| started + total);
+        let max_retries = call.max_retries.unwrap_or(self.options.max_retries);
+        let http = self.shared.transport.http()?;
+        let idempotency_key = match &operation.send {
+            Some(send) => Some(HeaderValue::from_str(&send.idempotency_key).map_err(|_| {
+                Error::validation("idempotency_key", "is not a valid header value")
+            })?),
+            None => None,
+        };
+
+        let mut authorization = self.shared.token.header(false).await?;
+        let mut token_refreshed = false;
+        let mut attempt: u32 = 1;
+        let mut retries_done: u32 = 0;
+        loop {
+            let attempt_started = Instant::now();
+            let mut request = reqwest::Request::new(operation.method.clone(), operation.url.clone());
+            let headers = request.headers_mut();
+            headers.reserve(4 + self.options.headers.len());
+            headers.insert(AUTHORIZATION, authorization.clone());
+            headers.insert(ACCEPT, APPLICATION_JSON.clone());
+            if operation.body.is_some() {
+                headers.insert(CONTENT_TYPE, APPLICATION_JSON.clone());
+            }
+            if let Some(key) = &idempotency_key {
+                headers.insert("idempotency-key", key.clone());
+            }
+            for (name, value) in &self.options.headers {
+                headers.insert(name.clone(), value.clone());
+            }
+            if let Some(body) = &operation.body {
+                *request.body_mut() = Some(body.clone().into());
+            }
+
+            let budget = attempt_budget(timeout, deadline);
+            let outcome = match budget {
+                Some(budget) if budget.is_zero() => Err(Error::Timeout(format!(
+                    "the total timeout of {:.3}s elapsed",
+                    timeout.total.unwrap_or_default().as_secs_f64()
+                ))),
+                Some(budget) => match tokio::time::timeout(budget, self.attempt(&http, request)).await
+                {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(Error::Timeout(format!(
+                        "no complete answer within {:.3}s",
+                        budget.as_secs_f64()
+                    ))),
+                },
+                None => self.attempt(&http, request).await,
+            };
+
+            let (status, request_id) = match &outcome {
+                Ok((status, request_id, _)) => (Some(*status), request_id.clone()),
+                Err(Error::Api(api)) => (Some(api.status_code), api.request_id.clone()),
+                Err(_) => (None, None),
+            };
+            log::debug!(
+                target: "bizmsg",
+                "{} {} -> {} in {:.1}ms (attempt {}, request id {})",
+                operation.method,
+                operation.url.path(),
+                status.map_or_else(|| "no answer".to_owned(), |s| s.to_string()),
+                attempt_started.elapsed().as_secs_f64() * 1000.0,
+                attempt,
+                request_id.as_deref().unwrap_or("-"),
+            );
+
+            let error = match outcome {
+                Ok((status_code, request_id, body)) => {
+                    return Ok(Answer {
+                        body,
+                        meta: Meta {
+                            status_code,
+                            request_id,
+                            elapsed: started.elapsed(),
+                            attempts: attempt,
+                            idempotency_key: operation
+                                .send
+                                .as_ref()
+                                .map(|send| send.idempotency_key.clone()),
+                        },
+                    })
+                }
+                Err(error) => error,
+            };
+
+            // A 401 with a token provider: ask it for a fresh token and try once more. The
+            // request was refused before processing, so this is safe for sends too.
+            if error.status_code() == Some(401) && self.shared.token.can_refresh() && !token_refreshed
+            {
+                token_refreshed = true;
+                authorization = self.shared.token.header(true).await?;
+                attempt += 1;
+                continue;
+            }
+
+            let retry_after = match &error {
+                Error::Api(api) => api.retry_after,
+                _ => None,
+            };
+            let delay = (retries_done < max_retries && is_retryable(operation.safety, &error))
+                .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))
+                .flatten()
+                .filter(|delay| deadline.is_none_or(|d| Instant::now() + *delay < d));
+            let Some(delay) = delay else {
+                return Err(unknown_outcome(error, &operation));
+            };
+            retries_done += 1;
+            log::warn!(
+                target: "bizmsg",
+                "{} {} failed ({}); retry {} of {} in {:.2}s",
+                operation.method,
+                operation.url.path(),
+                mask_digits(&error.to_string()),
+                retries_done,
+                max_retries,
+                delay.as_secs_f64(),
+            );
+            if let Some(observer) = &self.options.retry_observer {
+                observer.on_retry(retries_done, &error, delay);
+            }
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// One request and its answer: `(status, request id, decoded body)` for a 2xx.
+    async fn attempt(
+        &self,
+        http: &reqwest::Client,
+        request: reqwest::Request,
+    ) -> Result<(u16, Option<String>, Value)> {
+        let method = request.method().clone();
+        let url = request.url().clone();
+        let response = http.execute(request).await.map_err(transport_error)?;
+        let status = response.status().as_u16();
+        let headers = response.headers();
+        let request_id = headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let retry_after = headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let bytes = response.bytes().await.map_err(transport_error)?;
+
+        if (200..300).contains(&status) {
+            return match serde_json::from_slice::<Value>(&bytes) {
+                Ok(body @ Value::Object(_)) => Ok((status, request_id, body)),
+                Ok(_) => Err(Error::Decode {
+                    message: format!("expected a JSON object from {method} {}", url.path()),
+                    snippet: snippet(&bytes),
+                }),
+                Err(e) => Err(Error::Decode {
+                    message: format!("{method} {} did not answer JSON: {e}", url.path()),
+                    snippet: snippet(&bytes),
+                }),
+            };
+        }
+        let body = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(json) => ApiBody::Json(json),
+            Err(_) => ApiBody::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        };
+        Err(Error::Api(Box::new(ApiError {
+            status_code: status,
+            method: method.to_string(),
+            url: url.to_string(),
+            message: api_message(&body),
+            body,
+            request_id,
+            retry_after,
+        })))
+    }
+}
+
+/// How long the next attempt may take: `connect + read` when `read` is set, never past the
+/// overall deadline. `None`: unbounded.
+fn attempt_budget(timeout: super::Timeout, deadline: Option<Instant>) -> Option<Duration> {
+    let per_attempt = timeout
+        .read
+        .map(|read| read + timeout.connect.unwrap_or(super::Timeout::DEFAULT_CONNECT));
+    let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    match (per_attempt, remaining) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A send that failed after its request may have reached the service becomes
+/// `SendOutcomeUnknown`: the caller must not assume either way.
+fn unknown_outcome(error: Error, operation: &Operation) -> Error {
+    match (&operation.send, &error) {
+        (Some(send), Error::Timeout(_) | Error::ConnectionBroken(_)) => {
+            Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
+                idempotency_key: send.idempotency_key.clone(),
+                to: send.to.clone(),
+                template_name: send.template_name.clone(),
+                cause: Box::new(error),
+            }))
+        }
+        _ => error,
+    }
+}
+
+fn transport_error(error: reqwest::Error) -> Error {
+    let detail = error_chain(&error);
+    if error.is_connect() {
+        Error::Connect(detail)
+    } else if error.is_timeout() {
+        Error::Timeout(detail)
+    } else {
+        Error::ConnectionBroken(detail)
+    }
+}
+
+/// `error: cause: cause of cause`, which reqwest's Display alone hides.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The explanation in an error body: the spec's `msg`, or the usual alternatives.
+fn api_message(body: &ApiBody) -> String {
+    match body {
+        ApiBody::Json(Value::Object(object)) => ["msg", "message", "error_description", "detail"]
+            .iter()
+            .find_map(|key| object.get(*key).and_then(Value::as_str))
+            .or_else(|| {
+                object
+                    .get("error")
+                    .and_then(|e| e.get("message").or(Some(e)))
+                    .and_then(Value::as_str)
+            })
+            .map(|m| truncate(m, 500))
+            .unwrap_or_default(),
+        ApiBody::Json(_) => String::new(),
+        ApiBody::Text(text) => truncate(text.trim(), 200),
+    }
+}
+
+fn snippet(bytes: &[u8]) -> String {
+    truncate(&String::from_utf8_lossy(bytes), 200)
+}
+
+/// Masks every run of 8 or more digits (a phone number) in a log line.
+pub(crate) fn mask_digits(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() >= 8 {
+            out.push_str(&mask_phone(run));
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_mask_phone_numbers() {
+        assert_eq!(
+            mask_digits("from 8613900000000 to 14155550100 on port 8080"),
+            "from 8613****0000 to 1415****0100 on port 8080"
+        );
+    }
+
+    #[test]
+    fn error_messages_come_from_the_usual_places() {
+        let json = |v: serde_json::Value| ApiBody::Json(v);
+        assert_eq!(api_message(&json(serde_json::json!({"code": "401", "msg": "no"}))), "no");
+        assert_eq!(api_message(&json(serde_json::json!({"error": {"message": "m"}}))), "m");
+        assert_eq!(api_message(&json(serde_json::json!({"error": "e"}))), "e");
+        assert_eq!(api_message(&ApiBody::Text(" bad gateway \n".into())), "bad gateway");
+    }
+}

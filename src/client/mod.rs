@@ -1,0 +1,191 @@
+//! The HTTP client: configuration, the connection pool, tokens, retries and the attempt loop.
+//! The operations themselves (what each endpoint sends and decodes) live in `crate::api`.
+
+mod config;
+mod execute;
+mod meta;
+mod retry;
+mod token;
+mod transport;
+
+use std::sync::Arc;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::Url;
+
+pub use config::{ClientConfig, Timeout, Verify, DEFAULT_USER_AGENT};
+pub use meta::{Meta, Response};
+pub use retry::{Backoff, RetryObserver};
+pub use token::{TokenProvider, TokenSource};
+
+pub(crate) use execute::{Operation, Safety, SendContext};
+
+use crate::error::{Error, Result};
+
+/// A client of the service. Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    options: HandleOptions,
+}
+
+/// What every handle derived from one client shares: the pool, the token and the endpoints.
+struct Shared {
+    transport: transport::Transport,
+    token: token::Token,
+    endpoints: Endpoints,
+    success_codes: Vec<String>,
+    backoff: Backoff,
+    base_url: String,
+}
+
+/// What `with_options` may change per handle without a new pool.
+#[derive(Clone)]
+struct HandleOptions {
+    timeout: Timeout,
+    max_retries: u32,
+    headers: HeaderMap,
+    retry_observer: Option<Arc<dyn RetryObserver>>,
+}
+
+pub(crate) struct Endpoints {
+    pub send: Url,
+    pub business_accounts: Url,
+    pub business_phone_numbers: Url,
+}
+
+/// Per-call settings; `None` means "the client's".
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    pub timeout: Option<Timeout>,
+    pub max_retries: Option<u32>,
+    /// For sends: the `Idempotency-Key` to use instead of a fresh one (to re-send safely after
+    /// a `SendOutcomeUnknown`).
+    pub idempotency_key: Option<String>,
+}
+
+impl Client {
+    pub fn new(config: ClientConfig) -> Result<Self> {
+        let base = config::base_url(&config.base_url, config.allow_insecure_http)?;
+        let endpoint = |path: &str| {
+            base.join(path)
+                .map_err(|e| Error::Configuration(format!("base_url cannot take {path}: {e}")))
+        };
+        let endpoints = Endpoints {
+            send: endpoint("v1/chat/messages/send")?,
+            business_accounts: endpoint("v1/chat/businessAccounts")?,
+            business_phone_numbers: endpoint("v1/chat/businessPhoneNumber")?,
+        };
+        if config.success_codes.is_empty() {
+            return Err(Error::Configuration(
+                "success_codes must name at least one code".to_owned(),
+            ));
+        }
+        let headers = header_map(&config.default_headers)?;
+        config.timeout.check()?;
+        Ok(Client {
+            shared: Arc::new(Shared {
+                transport: transport::Transport::new(transport::Settings::from_config(&config)?)?,
+                token: token::Token::new(config.token)?,
+                endpoints,
+                success_codes: config
+                    .success_codes
+                    .iter()
+                    .map(|c| c.trim().to_owned())
+                    .collect(),
+                backoff: config.backoff,
+                base_url: base.as_str().trim_end_matches('/').to_owned(),
+            }),
+            options: HandleOptions {
+                timeout: config.timeout,
+                max_retries: config.max_retries,
+                headers,
+                retry_observer: config.retry_observer,
+            },
+        })
+    }
+
+    /// A handle with other defaults that shares this client's pool, token and endpoints.
+    /// `headers` are added to (and override) the current extra headers.
+    pub fn with_options(
+        &self,
+        timeout: Option<Timeout>,
+        max_retries: Option<u32>,
+        headers: &[(String, String)],
+        retry_observer: Option<Arc<dyn RetryObserver>>,
+    ) -> Result<Self> {
+        let mut options = self.options.clone();
+        if let Some(timeout) = timeout {
+            timeout.check()?;
+            options.timeout = self.options.timeout.overridden_by(timeout);
+        }
+        if let Some(max_retries) = max_retries {
+            options.max_retries = max_retries;
+        }
+        for (name, value) in header_map(headers)? {
+            if let Some(name) = name {
+                options.headers.insert(name, value);
+            }
+        }
+        if retry_observer.is_some() {
+            options.retry_observer = retry_observer;
+        }
+        Ok(Client {
+            shared: Arc::clone(&self.shared),
+            options,
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.shared.base_url
+    }
+
+    pub fn timeout(&self) -> Timeout {
+        self.options.timeout
+    }
+
+    pub fn max_retries(&self) -> u32 {
+        self.options.max_retries
+    }
+
+    pub fn success_codes(&self) -> &[String] {
+        &self.shared.success_codes
+    }
+
+    /// Drops the connection pool; every later call fails with [`Error::Closed`]. Shared by all
+    /// handles of this client.
+    pub fn close(&self) {
+        self.shared.transport.close();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.transport.is_closed()
+    }
+
+    pub(crate) fn endpoints(&self) -> &Endpoints {
+        &self.shared.endpoints
+    }
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Error::Configuration(format!("{name:?} is not a valid header name")))?;
+        if header == reqwest::header::AUTHORIZATION {
+            return Err(Error::Configuration(
+                "the Authorization header comes from `token`; do not set it in headers".to_owned(),
+            ));
+        }
+        // Header values may hold inner spaces (User-Agent strings), but never CR, LF or NUL.
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(Error::Configuration(format!(
+                "the value of header {name:?} contains CR, LF or another control character"
+            )));
+        }
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| Error::Configuration(format!("header {name:?} has an invalid value")))?;
+        map.insert(header, value);
+    }
+    Ok(map)
+}

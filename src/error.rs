@@ -1,0 +1,145 @@
+//! The one error type of the core. Each variant maps to exactly one Python exception class
+//! (see `python/bizmsg/errors.py`), so the variants are named after what happened, not after
+//! the layer that noticed it.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::wire::SendResult;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A non-2xx answer of the service.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status_code: u16,
+    pub method: String,
+    pub url: String,
+    /// The decoded JSON body when the body is JSON, else the text.
+    pub body: ApiBody,
+    pub request_id: Option<String>,
+    /// From `Retry-After` (seconds or HTTP date), when present and parseable.
+    pub retry_after: Option<Duration>,
+    /// A one-line explanation taken from the body (`msg`, `message`, `error.message`, ...).
+    pub message: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum ApiBody {
+    Json(Value),
+    Text(String),
+}
+
+/// Everything needed to reconcile a send whose outcome is unknown.
+#[derive(Debug, Clone)]
+pub struct UnknownOutcome {
+    pub idempotency_key: String,
+    pub to: String,
+    pub template_name: String,
+    /// What made the outcome unknown (a read timeout, a connection closed mid-request, ...).
+    pub cause: Box<Error>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Error {
+    /// The client was configured wrongly (missing token, bad base URL, bad header value, ...).
+    Configuration(String),
+    /// An argument was refused before any request was made.
+    Validation { field: String, message: String },
+    /// The connection could not be established: the request provably never reached the service.
+    Connect(String),
+    /// A timeout (connect, read or the overall deadline) elapsed.
+    Timeout(String),
+    /// The connection was reset or closed while the request or response was in flight.
+    ConnectionBroken(String),
+    /// A send may or may not have been processed; it was not retried.
+    SendOutcomeUnknown(Box<UnknownOutcome>),
+    /// The service answered with a non-2xx status.
+    Api(Box<ApiError>),
+    /// A 2xx body that is not the JSON the operation expects.
+    Decode { message: String, snippet: String },
+    /// The send result reports a failed commit.
+    SendRejected(Box<SendResult>),
+    /// The client was closed before the call.
+    Closed,
+    /// A bug in bizmsg (a caught panic, an impossible state). Never a panic across the FFI.
+    Internal(String),
+}
+
+impl Error {
+    pub fn validation(field: &str, message: impl Into<String>) -> Self {
+        Error::Validation {
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether the error is a transport failure (no complete HTTP answer was received).
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect(_)
+                | Error::Timeout(_)
+                | Error::ConnectionBroken(_)
+                | Error::SendOutcomeUnknown(_)
+        )
+    }
+
+    /// The HTTP status of the answer, when there was one.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Error::Api(api) => Some(api.status_code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Configuration(message) => write!(f, "{message}"),
+            Error::Validation { field, message } => write!(f, "invalid {field}: {message}"),
+            Error::Connect(message) => write!(f, "could not connect: {message}"),
+            Error::Timeout(message) => write!(f, "timed out: {message}"),
+            Error::ConnectionBroken(message) => write!(f, "connection broken: {message}"),
+            Error::SendOutcomeUnknown(unknown) => write!(
+                f,
+                "the message to {} (template {:?}) may or may not have been sent: {}; it was not \
+                 retried. Send again with idempotency_key={:?} to be sure it is sent exactly once",
+                crate::validate::mask_phone(&unknown.to),
+                unknown.template_name,
+                unknown.cause,
+                unknown.idempotency_key
+            ),
+            Error::Api(api) => {
+                write!(f, "{} {} returned {}", api.method, api.url, api.status_code)?;
+                if !api.message.is_empty() {
+                    write!(f, ": {}", api.message)?;
+                }
+                if let Some(id) = &api.request_id {
+                    write!(f, " (request id {id})")?;
+                }
+                Ok(())
+            }
+            Error::Decode { message, snippet } => {
+                write!(f, "unexpected response body: {message}; body starts {snippet:?}")
+            }
+            Error::SendRejected(result) => write!(
+                f,
+                "the service rejected the message: code {}{}",
+                result.code_string().unwrap_or_else(|| "<none>".to_owned()),
+                result
+                    .msg
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+            Error::Closed => write!(f, "the client has been closed"),
+            Error::Internal(message) => write!(f, "internal error in bizmsg: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,18 @@
+//! bizmsg: a client for the Business Chat Messaging Service.
+//!
+//! The crate is a pure-Rust core (HTTP client, wire models, errors, embedded sandbox server).
+//! The Python bindings live in [`python`] behind the `python` feature, so `cargo test` builds
+//! and tests the core without a Python interpreter.
+
+pub mod api;
+pub mod client;
+pub mod error;
+// SANDBOX-PENDING pub mod sandbox;
+pub mod validate;
+pub mod wire;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use client::{CallOptions, Client, ClientConfig, Timeout};
+pub use error::{Error, Result};

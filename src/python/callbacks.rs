@@ -1,0 +1,94 @@
+//! Python callables the core calls back: a token provider and the `on_retry` hook.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use super::errors;
+use super::runtime::BizmsgRuntime;
+use crate::client::{RetryObserver, TokenProvider};
+use crate::error::Error;
+use pyo3_async_runtimes::generic::ContextExt;
+
+/// `token=callable`: called for each call's token, and again after a 401. An `AsyncClient`
+/// may give an async callable; its coroutine is awaited on the caller's event loop.
+pub(crate) struct PyTokenProvider {
+    pub callable: Arc<Py<PyAny>>,
+}
+
+enum Produced {
+    Token(String),
+    Pending(std::pin::Pin<Box<dyn std::future::Future<Output = PyResult<Py<PyAny>>> + Send>>),
+}
+
+fn failed(error: PyErr) -> Error {
+    Error::Configuration(format!("the token callable failed: {error}"))
+}
+
+fn as_token(object: &Bound<'_, PyAny>) -> Result<String, Error> {
+    object
+        .cast::<PyString>()
+        .map_err(|_| {
+            Error::Configuration(format!(
+                "the token callable returned {}, not a string",
+                object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?
+        .to_str()
+        .map(str::to_owned)
+        .map_err(failed)
+}
+
+impl TokenProvider for PyTokenProvider {
+    fn token(&self, _refresh: bool) -> BoxFuture<'static, Result<String, Error>> {
+        let callable = Arc::clone(&self.callable);
+        Box::pin(async move {
+            let produced = Python::attach(|py| -> Result<Produced, Error> {
+                let out = callable.bind(py).call0().map_err(failed)?;
+                if out.hasattr("__await__").map_err(failed)? {
+                    let Some(locals) = BizmsgRuntime::get_task_locals() else {
+                        return Err(Error::Configuration(
+                            "the token callable is async; Client needs a plain callable (use \
+                             AsyncClient for async token callables)"
+                                .to_owned(),
+                        ));
+                    };
+                    let future = pyo3_async_runtimes::into_future_with_locals(&locals, out)
+                        .map_err(failed)?;
+                    return Ok(Produced::Pending(Box::pin(future)));
+                }
+                as_token(&out).map(Produced::Token)
+            })?;
+            match produced {
+                Produced::Token(token) => Ok(token),
+                Produced::Pending(future) => {
+                    let out = future.await.map_err(failed)?;
+                    Python::attach(|py| as_token(out.bind(py)))
+                }
+            }
+        })
+    }
+}
+
+/// `on_retry(attempt, error, delay)`: told before each retry's wait. An exception it raises
+/// is reported as unraisable and does not stop the retry.
+pub(crate) struct PyRetryHook {
+    pub callable: Arc<Py<PyAny>>,
+}
+
+impl RetryObserver for PyRetryHook {
+    fn on_retry(&self, attempt: u32, error: &Error, delay: Duration) {
+        Python::attach(|py| {
+            let exception = errors::to_py(py, error.clone());
+            let callable = self.callable.bind(py);
+            if let Err(raised) =
+                callable.call1((attempt, exception.value(py), delay.as_secs_f64()))
+            {
+                raised.write_unraisable(py, Some(callable));
+            }
+        });
+    }
+}

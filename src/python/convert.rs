@@ -1,0 +1,376 @@
+//! Decoded wire models to the dataclasses of `bizmsg.models`, and JSON to and from Python.
+//!
+//! Models are built without running their `__init__`: `object.__new__(cls)` and then each slot
+//! set directly, which is what a frozen dataclass's own `__init__` does, minus the Python
+//! frames. Each model's received JSON object goes into its `_wire` slot; nested objects share
+//! the dicts of their parent's `_wire` instead of being converted twice.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::{intern, BoundObject};
+use serde_json::{Map, Number, Value};
+
+use crate::client::Meta;
+use crate::error::Error;
+use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page, SendResult};
+
+struct Classes {
+    object_new: Py<PyAny>,
+    send_result: Py<PyAny>,
+    business_account: Py<PyAny>,
+    business_phone_number: Py<PyAny>,
+    page: Py<PyAny>,
+    response_meta: Py<PyAny>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&Classes> {
+    CLASSES.get_or_try_init(py, || {
+        let models = py.import("bizmsg.models")?;
+        let class = |name: &str| models.getattr(name).map(Bound::unbind);
+        Ok(Classes {
+            object_new: py.import("builtins")?.getattr("object")?.getattr("__new__")?.unbind(),
+            send_result: class("SendResult")?,
+            business_account: class("BusinessAccount")?,
+            business_phone_number: class("BusinessPhoneNumber")?,
+            page: class("Page")?,
+            response_meta: class("ResponseMeta")?,
+        })
+    })
+}
+
+fn instance<'py>(py: Python<'py>, class: &Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    classes(py)?.object_new.bind(py).call1((class.bind(py),))
+}
+
+/// Sets a slot the way `object.__setattr__` does, past the frozen dataclass's `__setattr__`.
+fn put<'py>(
+    object: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    value: impl IntoPyObject<'py>,
+) -> PyResult<()> {
+    let value = value.into_pyobject(object.py()).map_err(Into::into)?.into_any();
+    // SAFETY: all three pointers are live objects owned by bound references for the call.
+    let status = unsafe {
+        pyo3::ffi::PyObject_GenericSetAttr(object.as_ptr(), name.as_ptr(), value.as_ptr())
+    };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(PyErr::fetch(object.py()))
+    }
+}
+
+pub(crate) fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => number_to_py(py, n)?,
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(value_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => map_to_dict(py, map)?.into_any(),
+    })
+}
+
+fn number_to_py<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(i) = n.as_i64() {
+        return Ok(i.into_pyobject(py)?.into_any());
+    }
+    if let Some(u) = n.as_u64() {
+        return Ok(u.into_pyobject(py)?.into_any());
+    }
+    Ok(PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any())
+}
+
+pub(crate) fn map_to_dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, value) in map {
+        dict.set_item(key, value_to_py(py, value)?)?;
+    }
+    Ok(dict)
+}
+
+/// A Python value to JSON: `None`, bools, ints, floats, strings, lists/tuples and dicts with
+/// string keys. Anything else is a [`Error::Validation`] naming `field`.
+pub(crate) fn py_to_value(field: &str, object: &Bound<'_, PyAny>) -> Result<Value, Error> {
+    let refuse = |what: String| Error::validation(field, what);
+    if object.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = object.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(s) = object.cast::<PyString>() {
+        return s
+            .to_str()
+            .map(|s| Value::String(s.to_owned()))
+            .map_err(|_| refuse("contains a string that is not valid UTF-8".to_owned()));
+    }
+    if object.cast::<PyInt>().is_ok() {
+        if let Ok(i) = object.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = object.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        return Err(refuse("contains an integer too large for JSON".to_owned()));
+    }
+    if let Ok(f) = object.cast::<PyFloat>() {
+        return Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| refuse("contains a float that JSON cannot hold (NaN or infinity)".to_owned()));
+    }
+    if let Ok(dict) = object.cast::<PyDict>() {
+        let mut map = Map::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let key = key
+                .cast::<PyString>()
+                .map_err(|_| refuse(format!("has a non-string key {}", repr(&key))))?
+                .to_str()
+                .map_err(|_| refuse("has a key that is not valid UTF-8".to_owned()))?
+                .to_owned();
+            map.insert(key, py_to_value(field, &value)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if object.cast::<PyList>().is_ok() || object.cast::<PyTuple>().is_ok() {
+        let mut items = Vec::new();
+        for item in object.try_iter().map_err(|_| refuse("is not iterable".to_owned()))? {
+            let item = item.map_err(|_| refuse("could not be iterated".to_owned()))?;
+            items.push(py_to_value(field, &item)?);
+        }
+        return Ok(Value::Array(items));
+    }
+    // Other mappings and sequences (e.g. types.MappingProxyType) through their dict/list form.
+    if object.hasattr("keys").unwrap_or(false) {
+        if let Ok(dict) = object.py().import("builtins").and_then(|b| b.getattr("dict")?.call1((object,))) {
+            return py_to_value(field, &dict);
+        }
+    }
+    Err(refuse(format!(
+        "{} of type {} is not JSON data",
+        repr(object),
+        object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+    )))
+}
+
+fn repr(object: &Bound<'_, PyAny>) -> String {
+    object
+        .repr()
+        .map(|r| crate::wire::fields::truncate(&r.to_string(), 60))
+        .unwrap_or_else(|_| "<unprintable>".to_owned())
+}
+
+pub(crate) fn meta<'py>(py: Python<'py>, meta: &Meta) -> PyResult<Bound<'py, PyAny>> {
+    let object = instance(py, &classes(py)?.response_meta)?;
+    put(&object, intern!(py, "status_code"), meta.status_code)?;
+    put(&object, intern!(py, "request_id"), meta.request_id.as_deref())?;
+    put(&object, intern!(py, "elapsed"), meta.elapsed)?;
+    put(&object, intern!(py, "attempts"), meta.attempts)?;
+    put(&object, intern!(py, "idempotency_key"), meta.idempotency_key.as_deref())?;
+    Ok(object)
+}
+
+fn scalar<'py>(py: Python<'py>, value: &Option<Value>) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(value) => value_to_py(py, value),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+pub(crate) fn send_result<'py>(
+    py: Python<'py>,
+    result: &SendResult,
+    call: Option<&Meta>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let object = instance(py, &classes(py)?.send_result)?;
+    put(&object, intern!(py, "sms_id"), scalar(py, &result.sms_id)?)?;
+    put(&object, intern!(py, "status"), scalar(py, &result.status)?)?;
+    put(&object, intern!(py, "code"), scalar(py, &result.code)?)?;
+    put(&object, intern!(py, "msg"), result.msg.as_deref())?;
+    put(&object, intern!(py, "_ok"), result.ok)?;
+    put(&object, intern!(py, "_wire"), map_to_dict(py, &result.wire)?)?;
+    put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
+    Ok(object)
+}
+
+fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'py, PyAny>> {
+    match call {
+        Some(call) => meta(py, call),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+fn phone_number<'py>(
+    py: Python<'py>,
+    number: &BusinessPhoneNumber,
+    wire: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let object = instance(py, &classes(py)?.business_phone_number)?;
+    put(&object, intern!(py, "biz_account_id"), number.biz_account_id.as_deref())?;
+    put(&object, intern!(py, "phone_number_id"), number.phone_number_id.as_str())?;
+    put(&object, intern!(py, "display_phone_number"), number.display_phone_number.as_deref())?;
+    put(&object, intern!(py, "verified_name"), number.verified_name.as_deref())?;
+    put(&object, intern!(py, "status"), number.status.as_deref())?;
+    put(&object, intern!(py, "quality_rating"), number.quality_rating.as_deref())?;
+    put(&object, intern!(py, "code_verification_status"), number.code_verification_status.as_deref())?;
+    put(&object, intern!(py, "throughput"), number.throughput.as_deref())?;
+    put(&object, intern!(py, "messaging_limit_tier"), number.messaging_limit_tier.as_deref())?;
+    put(&object, intern!(py, "create_time"), number.create_time)?;
+    put(&object, intern!(py, "update_time"), number.update_time)?;
+    put(&object, intern!(py, "_wire"), wire)?;
+    put(&object, intern!(py, "_meta"), py.None())?;
+    Ok(object)
+}
+
+fn business_account<'py>(
+    py: Python<'py>,
+    account: &BusinessAccount,
+    wire: Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let object = instance(py, &classes(py)?.business_account)?;
+    // The numbers' own objects are the dicts inside the account's `businessPhoneNumbers`.
+    let nested = wire
+        .get_item(intern!(py, "businessPhoneNumbers"))?
+        .and_then(|list| list.cast_into::<PyList>().ok());
+    let numbers = PyList::empty(py);
+    for (index, number) in account.business_phone_numbers.iter().enumerate() {
+        let number_wire = match &nested {
+            Some(list) => list.get_item(index)?,
+            None => map_to_dict(py, &number.wire)?.into_any(),
+        };
+        numbers.append(phone_number(py, number, number_wire)?)?;
+    }
+    put(&object, intern!(py, "biz_account_id"), account.biz_account_id.as_str())?;
+    put(&object, intern!(py, "name"), account.name.as_deref())?;
+    put(&object, intern!(py, "status"), account.status.as_deref())?;
+    put(&object, intern!(py, "business_verification_status"), account.business_verification_status.as_deref())?;
+    put(&object, intern!(py, "account_review_status"), account.account_review_status.as_deref())?;
+    put(
+        &object,
+        intern!(py, "chat_business_manager_messaging_limit"),
+        account.chat_business_manager_messaging_limit.as_deref(),
+    )?;
+    put(&object, intern!(py, "business_phone_numbers"), numbers)?;
+    put(&object, intern!(py, "create_time"), account.create_time)?;
+    put(&object, intern!(py, "update_time"), account.update_time)?;
+    put(&object, intern!(py, "_wire"), wire)?;
+    put(&object, intern!(py, "_meta"), py.None())?;
+    Ok(object)
+}
+
+/// A list item: its dataclass and its received object.
+pub(crate) trait PyItem {
+    fn wire(&self) -> &Map<String, Value>;
+    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl PyItem for BusinessAccount {
+    fn wire(&self) -> &Map<String, Value> {
+        &self.wire
+    }
+    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+        business_account(py, self, wire)
+    }
+}
+
+impl PyItem for BusinessPhoneNumber {
+    fn wire(&self) -> &Map<String, Value> {
+        &self.wire
+    }
+    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+        phone_number(py, self, wire.into_any())
+    }
+}
+
+/// A page as a `Page` dataclass, or (`raw`) as the received JSON object.
+pub(crate) fn page<'py, T: PyItem>(
+    py: Python<'py>,
+    page: &Page<T>,
+    call: Option<&Meta>,
+    raw: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let wires = PyList::empty(py);
+    let items = PyList::empty(py);
+    for item in &page.data {
+        let wire = map_to_dict(py, item.wire())?;
+        if !raw {
+            items.append(item.build(py, wire.clone())?)?;
+        }
+        wires.append(wire)?;
+    }
+    let envelope = PyDict::new(py);
+    let data_key = intern!(py, "data");
+    for (index, (key, value)) in page.wire.iter().enumerate() {
+        if page.data_index == Some(index) {
+            envelope.set_item(data_key, &wires)?;
+        }
+        envelope.set_item(key, value_to_py(py, value)?)?;
+    }
+    if !envelope.contains(data_key)? && page.data_index.is_some() {
+        envelope.set_item(data_key, &wires)?;
+    }
+    if raw {
+        return Ok(envelope.into_any());
+    }
+    let object = instance(py, &classes(py)?.page)?;
+    put(&object, data_key, items)?;
+    put(&object, intern!(py, "total"), page.total)?;
+    put(&object, intern!(py, "size"), page.size)?;
+    put(&object, intern!(py, "current"), page.current)?;
+    put(&object, intern!(py, "pages"), page.pages)?;
+    put(&object, intern!(py, "_wire"), envelope)?;
+    put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
+    Ok(object)
+}
+
+/// `Model.from_dict`: the same decoding as a response, from a dict.
+#[pyfunction]
+pub(crate) fn model_from_dict<'py>(
+    py: Python<'py>,
+    kind: &str,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use crate::wire::FromWire;
+    let to_py = |e| super::errors::to_py(py, e);
+    let Value::Object(object) = py_to_value("data", data).map_err(to_py)? else {
+        return Err(to_py(Error::validation("data", "must be a dict")));
+    };
+    match kind {
+        "SendResult" => send_result(py, &SendResult::from_wire(object).map_err(to_py)?, None),
+        "BusinessAccount" => {
+            let account = BusinessAccount::from_wire(object).map_err(to_py)?;
+            business_account(py, &account, map_to_dict(py, &account.wire)?)
+        }
+        "BusinessPhoneNumber" => {
+            let number = BusinessPhoneNumber::from_wire(object).map_err(to_py)?;
+            let wire = map_to_dict(py, &number.wire)?.into_any();
+            phone_number(py, &number, wire)
+        }
+        "Page" => {
+            // The items say which listing this is: numbers have a phoneNumberId.
+            let numbers = object
+                .get("data")
+                .and_then(Value::as_array)
+                .and_then(|items| items.first())
+                .is_some_and(|first| first.get("phoneNumberId").is_some());
+            let requested = (1, 20);
+            if numbers {
+                let decoded = Page::<BusinessPhoneNumber>::from_wire(object, requested).map_err(to_py)?;
+                page(py, &decoded, None, false)
+            } else {
+                let decoded = Page::<BusinessAccount>::from_wire(object, requested).map_err(to_py)?;
+                page(py, &decoded, None, false)
+            }
+        }
+        other => Err(to_py(Error::validation("kind", format!("unknown model {other:?}")))),
+    }
+}

@@ -1,0 +1,75 @@
+//! Core errors to the Python exception classes of `bizmsg.errors`, which are imported once.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+
+use super::convert;
+use crate::error::{ApiBody, Error};
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    ERRORS
+        .get_or_try_init(py, || PyModule::import(py, "bizmsg.errors").map(Bound::unbind))
+        .map(|module| module.bind(py))
+}
+
+/// The Python exception for a core error. Never fails: a failure to build the exception
+/// becomes that failure's own exception.
+pub(crate) fn to_py(py: Python<'_>, error: Error) -> PyErr {
+    build(py, error).unwrap_or_else(|failure| failure)
+}
+
+fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
+    let module = errors_module(py)?;
+    let message = error.to_string();
+    let kwargs = PyDict::new(py);
+    let class = match error {
+        Error::Configuration(_) => module.getattr("ConfigurationError")?,
+        Error::Validation { field, .. } => {
+            kwargs.set_item("field", field)?;
+            module.getattr("ValidationError")?
+        }
+        Error::Connect(_) => module.getattr("ConnectError")?,
+        Error::Timeout(_) => module.getattr("TimeoutError")?,
+        Error::ConnectionBroken(_) => module.getattr("ConnectionBrokenError")?,
+        Error::SendOutcomeUnknown(unknown) => {
+            kwargs.set_item("idempotency_key", &unknown.idempotency_key)?;
+            kwargs.set_item("to", &unknown.to)?;
+            kwargs.set_item("template_name", &unknown.template_name)?;
+            let exception = module
+                .getattr("SendOutcomeUnknownError")?
+                .call((message,), Some(&kwargs))?;
+            let error = PyErr::from_value(exception);
+            error.set_cause(py, Some(to_py(py, *unknown.cause)));
+            return Ok(error);
+        }
+        Error::Api(api) => {
+            kwargs.set_item("status_code", api.status_code)?;
+            kwargs.set_item("method", &api.method)?;
+            kwargs.set_item("url", &api.url)?;
+            let body = match &api.body {
+                ApiBody::Json(json) => convert::value_to_py(py, json)?,
+                ApiBody::Text(text) => text.into_pyobject(py)?.into_any(),
+            };
+            kwargs.set_item("body", body)?;
+            kwargs.set_item("request_id", &api.request_id)?;
+            if api.status_code == 429 {
+                kwargs.set_item("retry_after", api.retry_after.map(|d| d.as_secs_f64()))?;
+            }
+            module.getattr("_api_error_class")?.call1((api.status_code,))?
+        }
+        Error::Decode { snippet, .. } => {
+            kwargs.set_item("snippet", snippet)?;
+            module.getattr("DecodeError")?
+        }
+        Error::SendRejected(result) => {
+            kwargs.set_item("result", convert::send_result(py, &result, None)?)?;
+            module.getattr("SendRejectedError")?
+        }
+        Error::Closed => module.getattr("ClientClosedError")?,
+        Error::Internal(_) => module.getattr("InternalError")?,
+    };
+    Ok(PyErr::from_value(class.call((message,), Some(&kwargs))?))
+}

@@ -1,0 +1,237 @@
+//! The one tokio runtime of the process, and the two ways Python waits on it.
+//!
+//! The runtime is made on first use (never at import) and remembers the pid it was made in: a
+//! forked child gets a new one instead of waiting forever on worker threads that fork did not
+//! copy. Sync calls wait on the calling thread with the GIL released, waking every
+//! `SIGNAL_CHECK` to let Python run signal handlers, so Ctrl-C aborts a blocked call. Async
+//! calls are bridged by pyo3-async-runtimes through [`BizmsgRuntime`], our runtime behind its
+//! generic interface.
+
+use std::cell::OnceCell;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::FutureExt;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::generic::{ContextExt, JoinError, Runtime as GenericRuntime};
+use pyo3_async_runtimes::TaskLocals;
+use tokio::runtime::Runtime;
+
+use crate::error::Error;
+
+const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+
+/// The runtime of this process, made on first use.
+pub(crate) fn runtime() -> Result<Arc<Runtime>, Error> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((owner, runtime)) = slot.as_ref() {
+        if *owner == pid {
+            return Ok(Arc::clone(runtime));
+        }
+    }
+    // In a forked child the parent's runtime has no threads: dropping it would wait for them
+    // forever, so it is forgotten instead.
+    if let Some(inherited) = slot.take() {
+        std::mem::forget(inherited);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("bizmsg-worker")
+        .build()
+        .map(Arc::new)
+        .map_err(|e| Error::Internal(format!("cannot start the tokio runtime: {e}")))?;
+    *slot = Some((pid, Arc::clone(&runtime)));
+    Ok(runtime)
+}
+
+/// How a sync wait ended.
+pub(crate) enum Waited<T> {
+    Done(crate::Result<T>),
+    /// A signal handler raised (KeyboardInterrupt); the future was dropped, aborting the call.
+    Interrupted(PyErr),
+}
+
+/// Runs `future` to completion on the calling thread with the GIL released.
+pub(crate) fn wait<T, F>(py: Python<'_>, future: F) -> Waited<T>
+where
+    F: Future<Output = crate::Result<T>> + Send,
+    T: Send,
+{
+    if tokio::runtime::Handle::try_current().is_ok() {
+        // A sync call from inside the runtime (e.g. from an on_retry hook of an async call)
+        // would block a worker the call itself needs.
+        return Waited::Done(Err(Error::Configuration(
+            "a synchronous bizmsg call was made from inside bizmsg's async runtime (for example \
+             from an on_retry hook); use AsyncClient there"
+                .to_owned(),
+        )));
+    }
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(error) => return Waited::Done(Err(error)),
+    };
+    py.detach(move || {
+        runtime.block_on(async move {
+            let future = AssertUnwindSafe(future).catch_unwind();
+            tokio::pin!(future);
+            loop {
+                tokio::select! {
+                    biased;
+                    outcome = &mut future => return Waited::Done(outcome.unwrap_or_else(|panic| {
+                        Err(Error::Internal(panic_message(panic.as_ref())))
+                    })),
+                    () = tokio::time::sleep(SIGNAL_CHECK) => {
+                        if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
+                            return Waited::Interrupted(interrupt);
+                        }
+                    }
+                }
+            }
+        })
+    })
+}
+
+/// Runs `future` and turns a panic inside it into [`Error::Internal`].
+pub(crate) async fn catch_panics<T, F>(future: F) -> crate::Result<T>
+where
+    F: Future<Output = crate::Result<T>>,
+{
+    AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(Error::Internal(panic_message(panic.as_ref()))))
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    format!("panic: {text}")
+}
+
+/// Our runtime as pyo3-async-runtimes sees it.
+pub(crate) struct BizmsgRuntime;
+
+tokio::task_local! {
+    static TASK_LOCALS: OnceCell<TaskLocals>;
+}
+
+/// A task handle, or the note that no runtime could be had (the bridge then reports it).
+pub(crate) enum SpawnHandle {
+    Spawned(tokio::task::JoinHandle<()>),
+    Unavailable,
+}
+
+pub(crate) enum SpawnError {
+    Join(tokio::task::JoinError),
+    Unavailable,
+}
+
+impl JoinError for SpawnError {
+    fn is_panic(&self) -> bool {
+        matches!(self, SpawnError::Join(e) if e.is_panic())
+    }
+
+    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
+        match self {
+            SpawnError::Join(e) => match e.try_into_panic() {
+                Ok(panic) => panic,
+                Err(e) => Box::new(e.to_string()),
+            },
+            SpawnError::Unavailable => Box::new("the bizmsg runtime is unavailable"),
+        }
+    }
+}
+
+impl Future for SpawnHandle {
+    type Output = Result<(), SpawnError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            SpawnHandle::Spawned(handle) => handle.poll_unpin(cx).map_err(SpawnError::Join),
+            SpawnHandle::Unavailable => Poll::Ready(Err(SpawnError::Unavailable)),
+        }
+    }
+}
+
+impl GenericRuntime for BizmsgRuntime {
+    type JoinError = SpawnError;
+    type JoinHandle = SpawnHandle;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match runtime() {
+            Ok(runtime) => SpawnHandle::Spawned(runtime.spawn(fut)),
+            Err(_) => SpawnHandle::Unavailable,
+        }
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        match runtime() {
+            Ok(runtime) => SpawnHandle::Spawned(runtime.spawn_blocking(f)),
+            Err(_) => SpawnHandle::Unavailable,
+        }
+    }
+}
+
+impl ContextExt for BizmsgRuntime {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        let cell = OnceCell::new();
+        let _ = cell.set(locals);
+        Box::pin(TASK_LOCALS.scope(cell, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS
+            .try_with(|cell| cell.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// Turns a Rust future into a Python awaitable on the running asyncio loop. The reply is
+/// built into Python objects on a blocking thread holding the GIL, never on a worker.
+pub(crate) fn awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = Reply> + Send + 'static,
+{
+    runtime().map_err(|e| super::errors::to_py(py, e))?;
+    pyo3_async_runtimes::generic::future_into_py::<BizmsgRuntime, _, _>(py, async move {
+        Ok(future.await)
+    })
+}
+
+/// A result waiting to become a Python object (or exception) once the GIL is held.
+pub(crate) struct Reply(Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>);
+
+impl Reply {
+    pub(crate) fn new(build: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static) -> Self {
+        Reply(Box::new(build))
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Reply {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        (self.0)(py).map(|object| object.into_bound(py))
+    }
+}

@@ -1,0 +1,192 @@
+//! `_native.SandboxServer`: the embedded service (`crate::sandbox`) for `bizmsg.testing`.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::convert;
+use super::errors::to_py;
+use super::runtime::runtime;
+use crate::error::Error;
+use crate::sandbox::{Fault, RecordedRequest, Route, Sandbox, SandboxConfig};
+
+#[pyclass(frozen, module = "bizmsg._native")]
+pub(crate) struct SandboxServer {
+    sandbox: Sandbox,
+}
+
+fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(Error::validation(name, format!("must be 0 or more seconds, got {value}")));
+    }
+    Duration::try_from_secs_f64(value).map_err(|_| Error::validation(name, "is out of range"))
+}
+
+#[pymethods]
+impl SandboxServer {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        seed: u64,
+        tenants: Vec<String>,
+        accounts_per_tenant: usize,
+        numbers_per_account: (usize, usize),
+        delay: f64,
+    ) -> PyResult<Self> {
+        let config = || -> Result<SandboxConfig, Error> {
+            if tenants.is_empty() {
+                return Err(Error::validation("tenants", "must name at least one tenant"));
+            }
+            if numbers_per_account.0 > numbers_per_account.1 {
+                return Err(Error::validation(
+                    "numbers_per_account",
+                    format!("({}, {}) is not a (low, high) range", numbers_per_account.0, numbers_per_account.1),
+                ));
+            }
+            Ok(SandboxConfig {
+                host: host
+                    .parse()
+                    .map_err(|_| Error::validation("host", format!("{host:?} is not an IP address")))?,
+                port,
+                seed,
+                tenants: tenants.clone(),
+                accounts_per_tenant,
+                numbers_per_account,
+                delay: seconds("delay", delay)?,
+            })
+        };
+        let config = config().map_err(|e| to_py(py, e))?;
+        let runtime = runtime().map_err(|e| to_py(py, e))?;
+        let started = py.detach(|| runtime.block_on(Sandbox::start(config)));
+        let sandbox = started.map_err(|e| {
+            to_py(py, Error::Configuration(format!("the sandbox could not start: {e}")))
+        })?;
+        Ok(SandboxServer { sandbox })
+    }
+
+    #[getter]
+    fn base_url(&self) -> String {
+        self.sandbox.base_url()
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.sandbox.local_addr().port()
+    }
+
+    #[getter]
+    fn token(&self) -> String {
+        self.sandbox.token()
+    }
+
+    #[getter]
+    fn tenant_tokens(&self) -> Vec<(String, String)> {
+        self.sandbox.tenant_tokens()
+    }
+
+    fn requests<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        records(py, self.sandbox.requests())
+    }
+
+    fn sent_messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        records(py, self.sandbox.sent_messages())
+    }
+
+    fn clear_requests(&self) {
+        self.sandbox.clear_requests();
+    }
+
+    fn set_delay(&self, py: Python<'_>, delay: f64) -> PyResult<()> {
+        self.sandbox.set_delay(seconds("delay", delay).map_err(|e| to_py(py, e))?);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn inject(
+        &self,
+        py: Python<'_>,
+        route: &str,
+        times: usize,
+        status: Option<u16>,
+        headers: Vec<(String, String)>,
+        body: Option<String>,
+        delay: f64,
+        cut_connection: bool,
+    ) -> PyResult<()> {
+        let fault = || -> Result<(Route, Fault), Error> {
+            let route: Route = route.parse().map_err(|e: String| Error::validation("route", e))?;
+            if times == 0 {
+                return Err(Error::validation("times", "must be 1 or more"));
+            }
+            if let Some(status) = status {
+                if !(100..=599).contains(&status) {
+                    return Err(Error::validation("status", format!("{status} is not an HTTP status")));
+                }
+            }
+            if status.is_some() && cut_connection {
+                return Err(Error::validation(
+                    "cut_connection",
+                    "a fault either answers with a status or cuts the connection, not both",
+                ));
+            }
+            Ok((
+                route,
+                Fault {
+                    times,
+                    status,
+                    headers,
+                    body,
+                    delay: seconds("delay", delay)?,
+                    cut_connection,
+                },
+            ))
+        };
+        let (route, fault) = fault().map_err(|e| to_py(py, e))?;
+        self.sandbox.inject(route, fault);
+        Ok(())
+    }
+
+    fn clear_faults(&self) {
+        self.sandbox.clear_faults();
+    }
+
+    fn shutdown(&self) {
+        self.sandbox.shutdown();
+    }
+}
+
+fn records(py: Python<'_>, requests: Vec<RecordedRequest>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for request in requests {
+        let record = PyDict::new(py);
+        record.set_item("method", request.method)?;
+        record.set_item("path", request.path)?;
+        record.set_item("query", request.query)?;
+        let headers = PyDict::new(py);
+        for (name, value) in request.headers {
+            headers.set_item(name, value)?;
+        }
+        record.set_item("headers", headers)?;
+        let body = match &request.body {
+            Some(body) => convert::value_to_py(py, body)?,
+            None => py.None().into_bound(py),
+        };
+        record.set_item("body", body)?;
+        record.set_item("body_text", request.body_text)?;
+        record.set_item("tenant", request.tenant)?;
+        record.set_item("status", request.status)?;
+        let response_body = match &request.response_body {
+            Some(body) => convert::value_to_py(py, body)?,
+            None => py.None().into_bound(py),
+        };
+        record.set_item("response_body", response_body)?;
+        record.set_item("idempotent_replay", request.idempotent_replay)?;
+        record.set_item("request_id", request.request_id)?;
+        list.append(record)?;
+    }
+    Ok(list)
+}

@@ -1,0 +1,209 @@
+//! Input checks made before any request is sent, so a bad argument costs no round trip and
+//! never reaches a person. Each failure names the argument and the value.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+pub const MAX_PAGE_SIZE: i64 = 1000;
+
+/// Normalizes a phone number to the digits the wire carries. `+`, spaces, dashes, dots and
+/// parentheses are presentation and are dropped; what remains must be an E.164 number
+/// (8 to 15 digits).
+pub fn phone_number(field: &str, value: &str) -> Result<String> {
+    let mut digits = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '0'..='9' => digits.push(c),
+            '+' | ' ' | '-' | '.' | '(' | ')' => {}
+            other => {
+                return Err(Error::validation(
+                    field,
+                    format!("{value:?} is not a phone number: unexpected character {other:?}"),
+                ))
+            }
+        }
+    }
+    if !(8..=15).contains(&digits.len()) {
+        return Err(Error::validation(
+            field,
+            format!(
+                "{value:?} is not a phone number: it has {} digits, E.164 numbers have 8 to 15",
+                digits.len()
+            ),
+        ));
+    }
+    Ok(digits)
+}
+
+/// A template name: any non-empty text without control characters.
+pub fn template_name(value: &str) -> Result<String> {
+    if value.trim().is_empty() {
+        return Err(Error::validation("template.name", "must not be empty"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::validation(
+            "template.name",
+            format!("{value:?} contains a control character"),
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// A template language code: `en`, `en_US`, `pt_BR`, `zh_HK`, `es_419`. `en-US` (BCP 47
+/// spelling) and any letter case are accepted and normalized to `en_US`.
+pub fn language(value: &str) -> Result<String> {
+    let invalid = || {
+        Error::validation(
+            "template.language",
+            format!(
+                "{value:?} is not a language code like \"en\", \"en_US\", \"pt_BR\" or \"es_419\""
+            ),
+        )
+    };
+    let (lang, region) = match value.split_once(['_', '-']) {
+        Some((lang, region)) => (lang, Some(region)),
+        None => (value, None),
+    };
+    if !(2..=3).contains(&lang.len()) || !lang.chars().all(|c| c.is_ascii_alphabetic()) {
+        return Err(invalid());
+    }
+    let mut normalized = lang.to_ascii_lowercase();
+    if let Some(region) = region {
+        let letters = region.len() == 2 && region.chars().all(|c| c.is_ascii_alphabetic());
+        let digits = region.len() == 3 && region.chars().all(|c| c.is_ascii_digit());
+        if !(letters || digits) {
+            return Err(invalid());
+        }
+        normalized.push('_');
+        normalized.push_str(&region.to_ascii_uppercase());
+    }
+    Ok(normalized)
+}
+
+/// Template parameters as the wire's string. A string goes unchanged; a list of strings or a
+/// mapping of string to string is encoded as compact JSON (`["a","b"]`, `{"k":"v"}`).
+pub fn parameters(value: &Value) -> Result<String> {
+    match value {
+        Value::String(text) => Ok(text.clone()),
+        Value::Array(items) if items.iter().all(Value::is_string) => Ok(value.to_string()),
+        Value::Object(map) if map.values().all(Value::is_string) => Ok(value.to_string()),
+        _ => Err(Error::validation(
+            "template.parameters",
+            "must be a string, a list of strings or a mapping of strings to strings",
+        )),
+    }
+}
+
+pub fn page_no(value: i64) -> Result<i64> {
+    if value < 1 {
+        return Err(Error::validation("page_no", format!("must be 1 or more, got {value}")));
+    }
+    Ok(value)
+}
+
+pub fn page_size(value: i64) -> Result<i64> {
+    if !(1..=MAX_PAGE_SIZE).contains(&value) {
+        return Err(Error::validation(
+            "page_size",
+            format!("must be from 1 to {MAX_PAGE_SIZE}, got {value}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// A value that goes into an HTTP header: whitespace inside, CR, LF or any control character
+/// would either be refused by the server or split the header, so it is refused here.
+pub fn header_value(what: &str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::Configuration(format!("{what} is empty")));
+    }
+    if let Some(bad) = value.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::Configuration(format!(
+            "{what} contains {} (whitespace, CR, LF and control characters are not allowed)",
+            describe_char(bad)
+        )));
+    }
+    Ok(())
+}
+
+fn describe_char(c: char) -> String {
+    match c {
+        '\r' => "a carriage return (CR)".to_owned(),
+        '\n' => "a line feed (LF)".to_owned(),
+        ' ' => "a space".to_owned(),
+        '\t' => "a tab".to_owned(),
+        other => format!("the character U+{:04X}", u32::from(other)),
+    }
+}
+
+/// A phone number as logs may show it: `8613800000000` -> `8613****0000`.
+pub fn mask_phone(value: &str) -> String {
+    let chars: Vec<char> = value.chars().collect();
+    if chars.len() <= 8 {
+        let tail: String = chars.iter().skip(chars.len().saturating_sub(2)).collect();
+        return format!("****{tail}");
+    }
+    let head: String = chars.iter().take(4).collect();
+    let tail: String = chars.iter().skip(chars.len() - 4).collect();
+    format!("{head}****{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn phone_numbers_are_normalized_to_digits() {
+        assert_eq!(phone_number("to", "+86 (138) 0000-0000").unwrap(), "8613800000000");
+        assert_eq!(phone_number("to", "1.415.555.0100").unwrap(), "14155550100");
+        for bad in ["", "1234567", "1234567890123456", "8613800000000x", "+86 138 0000 000a"] {
+            let err = phone_number("to", bad).unwrap_err().to_string();
+            assert!(err.starts_with("invalid to:") && err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn languages() {
+        for (input, expected) in [
+            ("en", "en"),
+            ("en_US", "en_US"),
+            ("en-US", "en_US"),
+            ("pt_br", "pt_BR"),
+            ("es_419", "es_419"),
+            ("fil", "fil"),
+        ] {
+            assert_eq!(language(input).unwrap(), expected);
+        }
+        for bad in ["", "e", "english", "en_", "en_USA", "en_41", "e1", "en US"] {
+            assert!(language(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parameters_encoding() {
+        assert_eq!(parameters(&json!("a, b")).unwrap(), "a, b");
+        assert_eq!(parameters(&json!(["A1", "x y"])).unwrap(), r#"["A1","x y"]"#);
+        assert_eq!(parameters(&json!({"k": "v"})).unwrap(), r#"{"k":"v"}"#);
+        assert!(parameters(&json!([1])).is_err());
+        assert!(parameters(&json!(3)).is_err());
+    }
+
+    #[test]
+    fn header_values_and_masking() {
+        assert!(header_value("token", "abc.DEF-123_~+/=").is_ok());
+        for bad in ["", "a b", "a\r\nX-Evil: 1", "tab\t", "nl\n"] {
+            assert!(header_value("token", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(mask_phone("8613800000000"), "8613****0000");
+        assert_eq!(mask_phone("1234"), "****34");
+    }
+
+    #[test]
+    fn paging_bounds() {
+        assert!(page_no(0).is_err() && page_no(1).is_ok());
+        assert!(page_size(0).is_err() && page_size(1001).is_err() && page_size(1000).is_ok());
+    }
+}

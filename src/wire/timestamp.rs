@@ -1,0 +1,52 @@
+//! Timestamps: ISO 8601 with milliseconds and a numeric UTC offset per the spec. Services differ
+//! in the offset form, so `+08:00`, `+0800`, `+08` and `Z` are all accepted.
+
+use chrono::{DateTime, FixedOffset};
+
+/// Parses a service timestamp; `None` when it is not one (the caller keeps the original text).
+pub fn parse_timestamp(text: &str) -> Option<DateTime<FixedOffset>> {
+    let text = text.trim();
+    if let Ok(parsed) = DateTime::parse_from_rfc3339(text) {
+        return Some(parsed);
+    }
+    // `%z` accepts `+0800` and `+08:00`; `%#z` also accepts a bare hour `+08`.
+    ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%z"]
+        .iter()
+        .find_map(|format| DateTime::parse_from_str(text, format).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_every_offset_form() {
+        let forms = [
+            "2024-03-05T10:15:30.123+08:00",
+            "2024-03-05T10:15:30.123+0800",
+            "2024-03-05T10:15:30.123+08",
+        ];
+        for form in forms {
+            let parsed = parse_timestamp(form);
+            assert_eq!(
+                parsed.map(|p| p.to_rfc3339()),
+                Some("2024-03-05T10:15:30.123+08:00".to_owned()),
+                "{form}"
+            );
+        }
+        let zulu = parse_timestamp("2024-03-05T02:15:30.123Z").map(|p| p.timestamp_millis());
+        let offset = parse_timestamp("2024-03-05T10:15:30.123+0800").map(|p| p.timestamp_millis());
+        assert_eq!(zulu, offset);
+        assert_eq!(
+            parse_timestamp("2024-03-05T10:15:30-0500").map(|p| p.offset().local_minus_utc()),
+            Some(-5 * 3600)
+        );
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_timestamp() {
+        for bad in ["", "yesterday", "2024-13-05T10:15:30.123+0800", "1709604930"] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
+    }
+}
