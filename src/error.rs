@@ -60,6 +60,9 @@ pub enum Error {
     Api(Box<ApiError>),
     /// A 2xx body that is not the JSON the operation expects.
     Decode { message: String, snippet: String },
+    /// The service's paging went wrong: it answered another page than the one asked for, or
+    /// the same items again, which would otherwise make a listing loop forever.
+    Pagination(String),
     /// The send result reports a failed commit.
     SendRejected(Box<SendResult>),
     /// The client was closed before the call.
@@ -136,6 +139,7 @@ impl fmt::Display for Error {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             ),
+            Error::Pagination(message) => write!(f, "pagination stopped: {message}"),
             Error::Closed => write!(f, "the client has been closed"),
             Error::Internal(message) => write!(f, "internal error in bizmsg: {message}"),
         }

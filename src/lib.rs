@@ -7,7 +7,7 @@
 pub mod api;
 pub mod client;
 pub mod error;
-// SANDBOX-PENDING pub mod sandbox;
+pub mod sandbox;
 pub mod validate;
 pub mod wire;
 

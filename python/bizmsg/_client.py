@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Union, overload
@@ -60,7 +60,7 @@ DEFAULT_TIMEOUT = Timeout(connect=10.0, total=30.0)
 
 TimeoutArg = Union[float, Timeout, None]
 TokenArg = Union[str, Callable[[], str], Callable[[], Awaitable[str]], None]
-RetryHook = Callable[[int, BizmsgError, float], None]
+RetryHook = Callable[[int, BizmsgError, float], object]
 
 
 def _resolve(
@@ -405,9 +405,94 @@ class _Listing(_Resource):
     __slots__ = ()
     _KIND: int
 
+    def _link(self, page: Any, page_size: int, timeout: Timeout | None,
+              max_retries: int | None) -> None:
+        # What Page.next_page() needs to fetch the following page the same way.
+        object.__setattr__(page, "_next", (self._native, self._KIND, page_size, timeout, max_retries))
+
+    def _stream(self, page_no: int, page_size: int, limit: int | None, timeout: TimeoutArg,
+                max_retries: int | None) -> tuple[_native.PageStream, Timeout | None]:
+        timeout_ = _timeout_arg(timeout)
+        return self._native.pages(self._KIND, page_no, page_size, limit, timeout_, max_retries), timeout_
+
+    def _pages(self, page_no: int, page_size: int, timeout: TimeoutArg,
+               max_retries: int | None) -> Iterator[Any]:
+        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
+        return self._drain(stream, page_size, timeout_, max_retries)
+
+    def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
+               max_retries: int | None) -> Iterator[Any]:
+        while (page := stream.next()) is not None:
+            self._link(page, page_size, timeout, max_retries)
+            yield page
+
+    def _items(self, page_size: int, limit: int | None, timeout: TimeoutArg,
+               max_retries: int | None) -> Iterator[Any]:
+        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
+        return _take(_flatten(stream), limit)
+
+    def _list(self, page_no: int, page_size: int, raw: bool, timeout: TimeoutArg,
+              max_retries: int | None) -> Any:
+        timeout_ = _timeout_arg(timeout)
+        page = self._native.list(self._KIND, page_no, page_size, raw, timeout_, max_retries)
+        if not raw:
+            self._link(page, page_size, timeout_, max_retries)
+        return page
+
+    async def _list_async(self, page_no: int, page_size: int, raw: bool, timeout: TimeoutArg,
+                          max_retries: int | None) -> Any:
+        timeout_ = _timeout_arg(timeout)
+        page = await self._native.list_async(self._KIND, page_no, page_size, raw, timeout_, max_retries)
+        if not raw:
+            self._link(page, page_size, timeout_, max_retries)
+        return page
+
+    def _apages(self, page_no: int, page_size: int, timeout: TimeoutArg,
+                max_retries: int | None) -> AsyncIterator[Any]:
+        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
+        return self._adrain(stream, page_size, timeout_, max_retries)
+
+    async def _adrain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
+                      max_retries: int | None) -> AsyncIterator[Any]:
+        while (page := await stream.next_async()) is not None:
+            self._link(page, page_size, timeout, max_retries)
+            yield page
+
+    def _aitems(self, page_size: int, limit: int | None, timeout: TimeoutArg,
+                max_retries: int | None) -> AsyncIterator[Any]:
+        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
+        return _atake(stream, limit)
+
+
+def _flatten(stream: _native.PageStream) -> Iterator[Any]:
+    while (page := stream.next()) is not None:
+        yield from page.data
+
+
+def _take(items: Iterator[Any], limit: int | None) -> Iterator[Any]:
+    if limit is None:
+        yield from items
+        return
+    for count, item in enumerate(items, 1):
+        yield item
+        if count >= limit:
+            return
+
+
+async def _atake(stream: _native.PageStream, limit: int | None) -> AsyncIterator[Any]:
+    count = 0
+    if limit is not None and limit <= 0:
+        return
+    while (page := await stream.next_async()) is not None:
+        for item in page.data:
+            yield item
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
 
 class BusinessAccounts(_Listing):
-    """``client.business_accounts``: the caller's business accounts."""
+    """``client.business_accounts``: the caller's business accounts, each with its numbers."""
 
     __slots__ = ()
     _KIND = 0
@@ -423,9 +508,21 @@ class BusinessAccounts(_Listing):
     def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
              timeout: TimeoutArg = None, max_retries: int | None = None
              ) -> Page[BusinessAccount] | dict[str, Any]:
-        """One page of accounts (``page_no`` from 1, ``page_size`` 1 to 1000), each with its
-        phone numbers."""
-        return self._native.list(self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries)
+        """One page of accounts (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True``
+        returns the JSON object exactly as received."""
+        return self._list(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
+
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> Iterator[BusinessAccount]:
+        """Every account across pages, lazily. ``limit`` caps the number of items in total;
+        ``page_size`` is only the request size. The next page is fetched in the background
+        while you consume the current one (one page ahead, never more)."""
+        return self._items(page_size, limit, timeout, max_retries)
+
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> Iterator[Page[BusinessAccount]]:
+        """Every page from ``page_no`` on, lazily, reading one page ahead."""
+        return self._pages(page_no, page_size, timeout, max_retries)
 
 
 class BusinessPhoneNumbers(_Listing):
@@ -445,8 +542,19 @@ class BusinessPhoneNumbers(_Listing):
     def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
              timeout: TimeoutArg = None, max_retries: int | None = None
              ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
-        """One page of phone numbers (``page_no`` from 1, ``page_size`` 1 to 1000)."""
-        return self._native.list(self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries)
+        """One page of phone numbers (``page_no`` from 1, ``page_size`` 1 to 1000).
+        ``raw=True`` returns the JSON object exactly as received."""
+        return self._list(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
+
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> Iterator[BusinessPhoneNumber]:
+        """Every phone number across pages, lazily; see :meth:`BusinessAccounts.iter`."""
+        return self._items(page_size, limit, timeout, max_retries)
+
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> Iterator[Page[BusinessPhoneNumber]]:
+        """Every page from ``page_no`` on, lazily, reading one page ahead."""
+        return self._pages(page_no, page_size, timeout, max_retries)
 
 
 class AsyncBusinessAccounts(_Listing):
@@ -468,9 +576,17 @@ class AsyncBusinessAccounts(_Listing):
                    timeout: TimeoutArg = None, max_retries: int | None = None
                    ) -> Page[BusinessAccount] | dict[str, Any]:
         """Awaitable :meth:`BusinessAccounts.list`."""
-        return await self._native.list_async(
-            self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries
-        )
+        return await self._list_async(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
+
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> AsyncIterator[BusinessAccount]:
+        """``async for`` over every account; see :meth:`BusinessAccounts.iter`."""
+        return self._aitems(page_size, limit, timeout, max_retries)
+
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> AsyncIterator[Page[BusinessAccount]]:
+        """``async for`` over every page from ``page_no`` on, reading one page ahead."""
+        return self._apages(page_no, page_size, timeout, max_retries)
 
 
 class AsyncBusinessPhoneNumbers(_Listing):
@@ -492,6 +608,14 @@ class AsyncBusinessPhoneNumbers(_Listing):
                    timeout: TimeoutArg = None, max_retries: int | None = None
                    ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
         """Awaitable :meth:`BusinessPhoneNumbers.list`."""
-        return await self._native.list_async(
-            self._KIND, page_no, page_size, raw, _timeout_arg(timeout), max_retries
-        )
+        return await self._list_async(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
+
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> AsyncIterator[BusinessPhoneNumber]:
+        """``async for`` over every phone number; see :meth:`BusinessAccounts.iter`."""
+        return self._aitems(page_size, limit, timeout, max_retries)
+
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> AsyncIterator[Page[BusinessPhoneNumber]]:
+        """``async for`` over every page from ``page_no`` on, reading one page ahead."""
+        return self._apages(page_no, page_size, timeout, max_retries)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import BizmsgError
+from .errors import BizmsgError, SendRejectedError
 from .models import Template
 from .testing import Sandbox
 
@@ -54,14 +54,12 @@ def _demo(args: argparse.Namespace) -> int:
         wire = sandbox.sent_messages()[-1]
         print("  the service received:", json.dumps(wire["body"]))
 
-        print("\nSending from a number that is not CONNECTED shows a failed commit:")
-        offline = next((n for n in numbers if n.status != "CONNECTED"), None)
-        if offline is not None and offline.display_phone_number is not None:
-            try:
-                client.messages.send(to="8613800138000", from_=offline.display_phone_number,
-                                     template=template)
-            except BizmsgError as error:
-                print(f"  {type(error).__name__}: {error}")
+        print("\nA failed commit is an exception, never a quiet result:")
+        stranger = "+1 415 555 0100"  # not a number of this tenant
+        try:
+            client.messages.send(to="8613800138000", from_=stranger, template=template)
+        except SendRejectedError as error:
+            print(f"  {type(error).__name__}: code={error.code!r} msg={error.msg!r}")
     print("\ndone.")
     return 0
 

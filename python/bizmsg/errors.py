@@ -31,6 +31,7 @@ __all__ = [
     "RateLimitError",
     "ServerError",
     "DecodeError",
+    "PaginationError",
     "SendRejectedError",
     "InternalError",
 ]
@@ -161,6 +162,11 @@ class DecodeError(BizmsgError):
     def __init__(self, message: str, *, snippet: str = "") -> None:
         super().__init__(message)
         self.snippet = snippet
+
+
+class PaginationError(DecodeError):
+    """A listing's pages do not add up: the service answered another page than the one
+    asked for, or repeated a page (which would otherwise loop forever)."""
 
 
 class SendRejectedError(BizmsgError):

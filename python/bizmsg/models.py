@@ -12,12 +12,10 @@ import html
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
+from typing import Any, ClassVar, Generic, TypeVar, Union
 
 from . import _native
-
-if TYPE_CHECKING:
-    import pandas
+from .errors import BizmsgError
 
 __all__ = [
     "Template",
@@ -61,7 +59,7 @@ class ResponseMeta:
 class _Model:
     """Keeps the received JSON object and the call metadata beside the dataclass fields."""
 
-    __slots__ = ("_wire", "_meta", "_ok")
+    __slots__ = ("_wire", "_meta", "_ok", "_next")
 
     #: (field name, wire name) pairs, in the spec's order.
     _WIRE_NAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -259,14 +257,42 @@ class Page(_Model, Generic[T]):
             return self.current < self.pages
         return len(self.data) >= self.size
 
+    def next_page(self) -> Page[T] | None:
+        """Fetches the page after this one with the client, page size and options that
+        fetched this one; ``None`` when this is the last page."""
+        if not self.has_next_page():
+            return None
+        native, kind, size, timeout, max_retries = self._source()
+        page: Page[T] = native.list(kind, self.current + 1, size, False, timeout, max_retries)  # type: ignore[assignment]
+        object.__setattr__(page, "_next", self._next)
+        return page
+
+    async def next_page_async(self) -> Page[T] | None:
+        """Awaitable :meth:`next_page` (for pages of an :class:`~bizmsg.AsyncClient`, or any)."""
+        if not self.has_next_page():
+            return None
+        native, kind, size, timeout, max_retries = self._source()
+        page: Page[T] = await native.list_async(kind, self.current + 1, size, False, timeout, max_retries)  # type: ignore[assignment]
+        object.__setattr__(page, "_next", self._next)
+        return page
+
+    def _source(self) -> tuple[Any, int, int, Any, int | None]:
+        source = getattr(self, "_next", None)
+        if source is None:
+            raise BizmsgError(
+                "this page was not fetched by a client (built by from_dict, unpickled or "
+                "copied), so it cannot fetch the next one"
+            )
+        return source  # type: ignore[no-any-return]
+
     def to_records(self) -> list[dict[str, Any]]:
         """The items as plain dicts keyed by field name (nested phone numbers as dicts too)."""
         return [_record(item) for item in self.data]
 
-    def to_pandas(self) -> pandas.DataFrame:
-        """The items as a ``pandas.DataFrame`` (install ``bizmsg[pandas]``)."""
+    def to_pandas(self) -> Any:
+        """The items as a ``pandas.DataFrame``, one row per item (install ``bizmsg[pandas]``)."""
         try:
-            import pandas
+            import pandas  # type: ignore[import-untyped, unused-ignore]
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "Page.to_pandas() needs pandas: pip install 'bizmsg[pandas]'"

@@ -65,7 +65,7 @@ class Sandbox:
     ) -> None:
         self._server = _native.SandboxServer(
             host, port, seed, list(tenants), accounts_per_tenant,
-            tuple(numbers_per_account), float(delay),
+            (int(numbers_per_account[0]), int(numbers_per_account[1])), float(delay),
         )
         self._delay = float(delay)
         for route, planned in (faults or {}).items():

@@ -5,6 +5,8 @@ mod business_accounts;
 mod business_phone_numbers;
 mod listing;
 mod messages;
+mod pages;
 
 pub use listing::{PageRequest, Pager};
 pub use messages::SendMessage;
+pub use pages::PageStream;

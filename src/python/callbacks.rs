@@ -46,6 +46,9 @@ impl TokenProvider for PyTokenProvider {
     fn token(&self, _refresh: bool) -> BoxFuture<'static, Result<String, Error>> {
         let callable = Arc::clone(&self.callable);
         Box::pin(async move {
+            if super::runtime::exiting() {
+                return Err(Error::Internal("the Python interpreter is exiting".to_owned()));
+            }
             let produced = Python::attach(|py| -> Result<Produced, Error> {
                 let out = callable.bind(py).call0().map_err(failed)?;
                 if out.hasattr("__await__").map_err(failed)? {
@@ -81,6 +84,9 @@ pub(crate) struct PyRetryHook {
 
 impl RetryObserver for PyRetryHook {
     fn on_retry(&self, attempt: u32, error: &Error, delay: Duration) {
+        if super::runtime::exiting() {
+            return;
+        }
         Python::attach(|py| {
             let exception = errors::to_py(py, error.clone());
             let callable = self.callable.bind(py);

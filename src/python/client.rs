@@ -11,7 +11,8 @@ use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::convert;
 use super::errors::to_py;
 use super::runtime::{awaitable, wait, Reply, Waited};
-use crate::api::{PageRequest, SendMessage};
+use super::pages::{NativePageStream, Stream};
+use crate::api::{PageRequest, PageStream, Pager, SendMessage};
 use crate::client::{CallOptions, ClientConfig, Meta, Response, RetryObserver, TokenSource, Verify};
 use crate::error::Error;
 use crate::wire::{Page, SendResult};
@@ -191,6 +192,43 @@ impl NativeClient {
             },
             other => Err(to_py(py, Error::Internal(format!("unknown listing {other}")))),
         }
+    }
+
+    /// A stream of pages from `page_no` on, reading one page ahead; stops once `limit` items
+    /// were delivered.
+    #[allow(clippy::too_many_arguments)]
+    fn pages(
+        &self,
+        py: Python<'_>,
+        kind: u8,
+        page_no: &Bound<'_, PyAny>,
+        page_size: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        timeout: &Bound<'_, PyAny>,
+        max_retries: &Bound<'_, PyAny>,
+    ) -> PyResult<NativePageStream> {
+        let args = || -> Result<_, Error> {
+            let (page, call) = list_args(page_no, page_size, timeout, max_retries)?;
+            let limit = if limit.is_none() {
+                None
+            } else {
+                let n = integer("limit", limit)?;
+                Some(u64::try_from(n).map_err(|_| {
+                    Error::validation("limit", format!("must be 0 or more, got {n}"))
+                })?)
+            };
+            Ok((page, call, limit))
+        };
+        let (page, call, limit) = args().map_err(|e| to_py(py, e))?;
+        let client = self.client.clone();
+        let stream = match kind {
+            ACCOUNTS => Stream::Accounts(PageStream::new(client, Pager::BusinessAccounts, page, limit, call)),
+            PHONE_NUMBERS => {
+                Stream::Numbers(PageStream::new(client, Pager::BusinessPhoneNumbers, page, limit, call))
+            }
+            other => return Err(to_py(py, Error::Internal(format!("unknown listing {other}")))),
+        };
+        Ok(NativePageStream::new(stream))
     }
 
     #[allow(clippy::too_many_arguments)]

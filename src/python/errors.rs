@@ -68,6 +68,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             kwargs.set_item("result", convert::send_result(py, &result, None)?)?;
             module.getattr("SendRejectedError")?
         }
+        Error::Pagination(_) => module.getattr("PaginationError")?,
         Error::Closed => module.getattr("ClientClosedError")?,
         Error::Internal(_) => module.getattr("InternalError")?,
     };

@@ -4,8 +4,9 @@ mod callbacks;
 mod client;
 mod convert;
 mod errors;
+mod pages;
 mod runtime;
-// mod sandbox;
+mod sandbox;
 
 use pyo3::prelude::*;
 
@@ -30,8 +31,12 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         let _ = LOG_RESET.set(handle);
     }
+    let shutdown = wrap_pyfunction!(runtime::shutdown, module)?;
+    py.import("atexit")?.call_method1("register", (&shutdown,))?;
+    module.add_function(shutdown)?;
     module.add_class::<client::NativeClient>()?;
-    // module.add_class::<sandbox::SandboxServer>()?;
+    module.add_class::<sandbox::SandboxServer>()?;
+    module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(convert::model_from_dict, module)?)?;
     module.add_function(wrap_pyfunction!(refresh_logging, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

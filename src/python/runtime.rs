@@ -11,6 +11,7 @@ use std::cell::OnceCell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -27,8 +28,44 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 
+/// Set by the `atexit` hook: from then on no Rust thread may touch the interpreter.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn exiting() -> bool {
+    EXITING.load(Ordering::Acquire)
+}
+
+/// Registered with `atexit`: stops the runtime before the interpreter finalizes.
+///
+/// A worker or blocking-pool thread that touches Python after finalization has begun crashes
+/// the process (it cannot take the GIL back). The bridge's result-setting threads, log lines
+/// from workers and callbacks all do, so: logging is switched off, and the runtime is shut
+/// down with the GIL released, which lets in-flight bridge threads finish first.
+#[pyfunction]
+pub(crate) fn shutdown(py: Python<'_>) {
+    EXITING.store(true, Ordering::Release);
+    log::set_max_level(log::LevelFilter::Off);
+    let taken = RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    let Some((owner, runtime)) = taken else { return };
+    if owner != std::process::id() {
+        std::mem::forget(runtime);
+        return;
+    }
+    match Arc::try_unwrap(runtime) {
+        Ok(runtime) => py.detach(move || runtime.shutdown_timeout(Duration::from_secs(2))),
+        // A call is still in flight on another thread: leave the runtime to it.
+        Err(shared) => std::mem::forget(shared),
+    }
+}
+
 /// The runtime of this process, made on first use.
 pub(crate) fn runtime() -> Result<Arc<Runtime>, Error> {
+    if exiting() {
+        return Err(Error::Internal("the Python interpreter is exiting".to_owned()));
+    }
     let pid = std::process::id();
     let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((owner, runtime)) = slot.as_ref() {

@@ -21,6 +21,10 @@ pub struct BusinessAccount {
 }
 
 impl FromWire for BusinessAccount {
+    fn wire(&self) -> &Map<String, Value> {
+        &self.wire
+    }
+
     const NAME: &'static str = "business account";
 
     fn from_wire(object: Map<String, Value>) -> crate::Result<Self> {

@@ -23,4 +23,6 @@ pub trait FromWire: Sized {
     /// What the model is called in error messages.
     const NAME: &'static str;
     fn from_wire(object: serde_json::Map<String, serde_json::Value>) -> crate::Result<Self>;
+    /// The object it was decoded from.
+    fn wire(&self) -> &serde_json::Map<String, serde_json::Value>;
 }

@@ -22,6 +22,10 @@ pub struct BusinessPhoneNumber {
 }
 
 impl FromWire for BusinessPhoneNumber {
+    fn wire(&self) -> &Map<String, Value> {
+        &self.wire
+    }
+
     const NAME: &'static str = "business phone number";
 
     fn from_wire(object: Map<String, Value>) -> crate::Result<Self> {

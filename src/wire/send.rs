@@ -75,6 +75,10 @@ fn scalar_text(value: &Value) -> String {
 }
 
 impl FromWire for SendResult {
+    fn wire(&self) -> &Map<String, Value> {
+        &self.wire
+    }
+
     const NAME: &'static str = "send result";
 
     fn from_wire(object: Map<String, Value>) -> crate::Result<Self> {

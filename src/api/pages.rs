@@ -1,0 +1,134 @@
+//! Walking a listing page by page, one page ahead.
+//!
+//! When a page is handed out, the next one is already requested in a task, so the caller's
+//! time with one page overlaps the next round trip. Never more than one page ahead: memory
+//! stays bounded by two pages however long the listing.
+
+use serde_json::{Map, Value};
+use tokio::task::JoinHandle;
+
+use super::{PageRequest, Pager};
+use crate::client::{CallOptions, Client, Response};
+use crate::error::{Error, Result};
+use crate::wire::{FromWire, Page};
+
+pub struct PageStream<T: FromWire + Send + 'static> {
+    client: Client,
+    pager: Pager,
+    page_size: i64,
+    call: CallOptions,
+    next_page_no: i64,
+    /// Items wanted in all; no page is fetched past it.
+    limit: Option<u64>,
+    delivered: u64,
+    ahead: Option<JoinHandle<Result<Response<Page<T>>>>>,
+    finished: bool,
+    /// The first item of the last page, to notice a service that repeats a page.
+    last_first: Option<Map<String, Value>>,
+}
+
+impl<T: FromWire + Send + 'static> PageStream<T> {
+    pub fn new(
+        client: Client,
+        pager: Pager,
+        first: PageRequest,
+        limit: Option<u64>,
+        call: CallOptions,
+    ) -> Self {
+        PageStream {
+            client,
+            pager,
+            page_size: first.page_size,
+            call,
+            next_page_no: first.page_no,
+            limit,
+            delivered: 0,
+            ahead: None,
+            finished: limit == Some(0),
+            last_first: None,
+        }
+    }
+
+    /// The next page, or `None` after the last one. Needs a tokio runtime context (the
+    /// read-ahead is a spawned task).
+    pub async fn next(&mut self) -> Result<Option<Response<Page<T>>>> {
+        if self.finished {
+            return Ok(None);
+        }
+        let requested = self.next_page_no;
+        let fetched = match self.ahead.take() {
+            Some(task) => task
+                .await
+                .map_err(|e| Error::Internal(format!("the page read-ahead task failed: {e}")))?,
+            None => fetch(self.client.clone(), self.pager, self.request(requested)?, self.call.clone()).await,
+        };
+        let response = match fetched {
+            Ok(response) => response,
+            Err(error) => {
+                self.finished = true;
+                return Err(error);
+            }
+        };
+        if let Err(error) = self.check(&response.value, requested) {
+            self.finished = true;
+            return Err(error);
+        }
+        self.delivered += response.value.data.len() as u64;
+        self.next_page_no = requested + 1;
+        self.last_first = response.value.data.first().map(|item| item.wire().clone());
+        let wanted_more = self.limit.is_none_or(|limit| self.delivered < limit);
+        if response.value.has_next_page() && wanted_more {
+            let request = self.request(self.next_page_no)?;
+            self.ahead = Some(tokio::spawn(fetch(
+                self.client.clone(),
+                self.pager,
+                request,
+                self.call.clone(),
+            )));
+        } else {
+            self.finished = true;
+        }
+        Ok(Some(response))
+    }
+
+    fn request(&self, page_no: i64) -> Result<PageRequest> {
+        PageRequest::new(page_no, self.page_size)
+    }
+
+    fn check(&self, page: &Page<T>, requested: i64) -> Result<()> {
+        if page.current != requested {
+            return Err(Error::Pagination(format!(
+                "asked for page {requested}, the service answered page {}",
+                page.current
+            )));
+        }
+        if let (Some(previous), Some(first)) = (&self.last_first, page.data.first()) {
+            if previous == first.wire() {
+                return Err(Error::Pagination(format!(
+                    "page {requested} starts with the same item as page {}: the service is \
+                     repeating a page",
+                    requested - 1
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: FromWire + Send + 'static> Drop for PageStream<T> {
+    fn drop(&mut self) {
+        // A page nobody will read is not worth the round trip.
+        if let Some(task) = self.ahead.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn fetch<T: FromWire + Send + 'static>(
+    client: Client,
+    pager: Pager,
+    page: PageRequest,
+    call: CallOptions,
+) -> Result<Response<Page<T>>> {
+    client.list_page(pager, page, &call).await
+}

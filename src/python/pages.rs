@@ -1,0 +1,89 @@
+//! `_native.PageStream`: a listing walked page by page with one page read ahead in Rust.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+
+use super::convert;
+use super::errors::to_py;
+use super::runtime::{awaitable, catch_panics, wait, Reply, Waited};
+use crate::api::PageStream;
+use crate::client::Response;
+use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page};
+
+pub(crate) enum Stream {
+    Accounts(PageStream<BusinessAccount>),
+    Numbers(PageStream<BusinessPhoneNumber>),
+}
+
+enum Next {
+    Accounts(crate::Result<Option<Response<Page<BusinessAccount>>>>),
+    Numbers(crate::Result<Option<Response<Page<BusinessPhoneNumber>>>>),
+}
+
+impl Stream {
+    async fn next(&mut self) -> Next {
+        match self {
+            Stream::Accounts(stream) => Next::Accounts(catch_panics(stream.next()).await),
+            Stream::Numbers(stream) => Next::Numbers(catch_panics(stream.next()).await),
+        }
+    }
+}
+
+impl Next {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        fn page<T: convert::PyItem>(
+            py: Python<'_>,
+            next: crate::Result<Option<Response<Page<T>>>>,
+        ) -> PyResult<Py<PyAny>> {
+            match next.map_err(|e| to_py(py, e))? {
+                Some(response) => {
+                    Ok(convert::page(py, &response.value, Some(&response.meta), false)?.unbind())
+                }
+                None => Ok(py.None()),
+            }
+        }
+        match self {
+            Next::Accounts(next) => page(py, next),
+            Next::Numbers(next) => page(py, next),
+        }
+    }
+}
+
+/// One consumer at a time: the lock is held across the fetch (a second concurrent `next`
+/// waits for the first, so pages are never skipped or repeated).
+#[pyclass(frozen, name = "PageStream", module = "bizmsg._native")]
+pub(crate) struct NativePageStream {
+    stream: Arc<tokio::sync::Mutex<Stream>>,
+}
+
+impl NativePageStream {
+    pub(crate) fn new(stream: Stream) -> Self {
+        NativePageStream {
+            stream: Arc::new(tokio::sync::Mutex::new(stream)),
+        }
+    }
+}
+
+#[pymethods]
+impl NativePageStream {
+    /// The next page, or `None` after the last.
+    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let stream = Arc::clone(&self.stream);
+        let next = wait(py, async move { Ok(stream.lock().await.next().await) });
+        match next {
+            Waited::Done(Ok(next)) => next.into_py(py),
+            Waited::Done(Err(error)) => Err(to_py(py, error)),
+            Waited::Interrupted(interrupt) => Err(interrupt),
+        }
+    }
+
+    /// Awaitable `next`.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stream = Arc::clone(&self.stream);
+        awaitable(py, async move {
+            let next = stream.lock().await.next().await;
+            Reply::new(move |py| next.into_py(py))
+        })
+    }
+}
