@@ -127,7 +127,10 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Error::Decode { message, snippet } => {
-                write!(f, "unexpected response body: {message}; body starts {snippet:?}")
+                write!(
+                    f,
+                    "unexpected response body: {message}; body starts {snippet:?}"
+                )
             }
             Error::SendRejected(result) => write!(
                 f,

@@ -97,7 +97,10 @@ pub fn parameters(value: &Value) -> Result<String> {
 
 pub fn page_no(value: i64) -> Result<i64> {
     if value < 1 {
-        return Err(Error::validation("page_no", format!("must be 1 or more, got {value}")));
+        return Err(Error::validation(
+            "page_no",
+            format!("must be 1 or more, got {value}"),
+        ));
     }
     Ok(value)
 }
@@ -157,11 +160,23 @@ mod tests {
 
     #[test]
     fn phone_numbers_are_normalized_to_digits() {
-        assert_eq!(phone_number("to", "+86 (138) 0000-0000").unwrap(), "8613800000000");
+        assert_eq!(
+            phone_number("to", "+86 (138) 0000-0000").unwrap(),
+            "8613800000000"
+        );
         assert_eq!(phone_number("to", "1.415.555.0100").unwrap(), "14155550100");
-        for bad in ["", "1234567", "1234567890123456", "8613800000000x", "+86 138 0000 000a"] {
+        for bad in [
+            "",
+            "1234567",
+            "1234567890123456",
+            "8613800000000x",
+            "+86 138 0000 000a",
+        ] {
             let err = phone_number("to", bad).unwrap_err().to_string();
-            assert!(err.starts_with("invalid to:") && err.contains(&format!("{bad:?}")), "{err}");
+            assert!(
+                err.starts_with("invalid to:") && err.contains(&format!("{bad:?}")),
+                "{err}"
+            );
         }
     }
 
@@ -185,7 +200,10 @@ mod tests {
     #[test]
     fn parameters_encoding() {
         assert_eq!(parameters(&json!("a, b")).unwrap(), "a, b");
-        assert_eq!(parameters(&json!(["A1", "x y"])).unwrap(), r#"["A1","x y"]"#);
+        assert_eq!(
+            parameters(&json!(["A1", "x y"])).unwrap(),
+            r#"["A1","x y"]"#
+        );
         assert_eq!(parameters(&json!({"k": "v"})).unwrap(), r#"{"k":"v"}"#);
         assert!(parameters(&json!([1])).is_err());
         assert!(parameters(&json!(3)).is_err());

@@ -93,7 +93,7 @@ def _resolve(
 
 
 class _BaseClient:
-    __slots__ = ("_native", "messages", "business_accounts", "business_phone_numbers")
+    __slots__ = ("_native",)
     _native: _native.NativeClient
 
     @property
@@ -138,6 +138,8 @@ def _native_client(
             "Client needs a plain token callable; use AsyncClient for an async one"
         )
     codes = None if success_codes is None else [str(c) for c in success_codes]
+    # A level set on the "bizmsg" logger since the last client applies from this one on.
+    _native.refresh_logging()
     return _native.NativeClient(
         token,
         base_url,
@@ -161,7 +163,10 @@ class Client(_BaseClient):
     what the sandbox answers; compared as strings).
     """
 
-    __slots__ = ()
+    __slots__ = ("messages", "business_accounts", "business_phone_numbers")
+    messages: Messages
+    business_accounts: BusinessAccounts
+    business_phone_numbers: BusinessPhoneNumbers
 
     def __init__(
         self,
@@ -226,7 +231,10 @@ class AsyncClient(_BaseClient):
     and works on any running loop (a Jupyter notebook's included). Cancelling the task
     cancels the request. ``token`` may also be an ``async`` callable."""
 
-    __slots__ = ()
+    __slots__ = ("messages", "business_accounts", "business_phone_numbers")
+    messages: AsyncMessages
+    business_accounts: AsyncBusinessAccounts
+    business_phone_numbers: AsyncBusinessPhoneNumbers
 
     def __init__(
         self,

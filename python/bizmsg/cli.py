@@ -76,7 +76,7 @@ def _sandbox(args: argparse.Namespace) -> int:
           f"'{sandbox.base_url}/v1/chat/businessPhoneNumber?pageNo=1&pageSize=5'")
     sys.stdout.flush()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     try:
         while not stop.wait(0.2):
             pass

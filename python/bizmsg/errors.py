@@ -194,7 +194,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
 }
 
 
-def _api_error_class(status_code: int) -> type[APIError]:
+def _api_error_class(status_code: int) -> type[APIError]:  # pyright: ignore[reportUnusedFunction]
     """The class for an HTTP status (used by the Rust side)."""
     if status_code >= 500:
         return ServerError

@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, TypeVar, Union
+from typing import Any, ClassVar, Generic, TypeVar, Union, cast
 
 from . import _native
 from .errors import BizmsgError
@@ -60,6 +60,11 @@ class _Model:
     """Keeps the received JSON object and the call metadata beside the dataclass fields."""
 
     __slots__ = ("_wire", "_meta", "_ok", "_next")
+    # Set by the Rust side (or absent on objects built by hand; read with getattr).
+    _wire: dict[str, Any]
+    _meta: ResponseMeta | None
+    _ok: bool | None
+    _next: tuple[Any, int, int, Any, int | None] | None
 
     #: (field name, wire name) pairs, in the spec's order.
     _WIRE_NAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -117,14 +122,21 @@ def _to_wire_value(value: Any) -> Any:
         return value.isoformat(timespec="milliseconds")
     if isinstance(value, _Model):
         return value.to_dict()
-    if isinstance(value, list):
-        return [_to_wire_value(v) for v in value]
+    items = _as_list(value)
+    if items is not None:
+        return [_to_wire_value(v) for v in items]
     return value
 
 
+def _as_list(value: object) -> list[Any] | None:
+    # pyright sees list[Unknown] where mypy sees list[Any]; both mean "any items".
+    return value if isinstance(value, list) else None  # pyright: ignore[reportUnknownVariableType]
+
+
 def _cell(value: Any) -> str:
-    if isinstance(value, list):
-        return f"[{len(value)} items]"
+    items = _as_list(value)
+    if items is not None:
+        return f"[{len(items)} items]"
     if isinstance(value, datetime):
         return value.isoformat(timespec="milliseconds")
     return "" if value is None else str(value)
@@ -263,7 +275,7 @@ class Page(_Model, Generic[T]):
         if not self.has_next_page():
             return None
         native, kind, size, timeout, max_retries = self._source()
-        page: Page[T] = native.list(kind, self.current + 1, size, False, timeout, max_retries)  # type: ignore[assignment]
+        page = cast("Page[T]", native.list(kind, self.current + 1, size, False, timeout, max_retries))
         object.__setattr__(page, "_next", self._next)
         return page
 
@@ -272,18 +284,20 @@ class Page(_Model, Generic[T]):
         if not self.has_next_page():
             return None
         native, kind, size, timeout, max_retries = self._source()
-        page: Page[T] = await native.list_async(kind, self.current + 1, size, False, timeout, max_retries)  # type: ignore[assignment]
+        page = cast(
+            "Page[T]", await native.list_async(kind, self.current + 1, size, False, timeout, max_retries)
+        )
         object.__setattr__(page, "_next", self._next)
         return page
 
     def _source(self) -> tuple[Any, int, int, Any, int | None]:
-        source = getattr(self, "_next", None)
+        source: tuple[Any, int, int, Any, int | None] | None = getattr(self, "_next", None)
         if source is None:
             raise BizmsgError(
                 "this page was not fetched by a client (built by from_dict, unpickled or "
                 "copied), so it cannot fetch the next one"
             )
-        return source  # type: ignore[no-any-return]
+        return source
 
     def to_records(self) -> list[dict[str, Any]]:
         """The items as plain dicts keyed by field name (nested phone numbers as dicts too)."""
@@ -297,7 +311,7 @@ class Page(_Model, Generic[T]):
             raise ImportError(
                 "Page.to_pandas() needs pandas: pip install 'bizmsg[pandas]'"
             ) from exc
-        return pandas.DataFrame.from_records(self.to_records())
+        return pandas.DataFrame.from_records(self.to_records())  # pyright: ignore
 
     def _repr_html_(self) -> str:
         if not self.data:
@@ -323,7 +337,8 @@ def _record(item: _Model) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for f in fields(item):  # type: ignore[arg-type]
         value = getattr(item, f.name)
-        if isinstance(value, list):
-            value = [_record(v) if isinstance(v, _Model) else v for v in value]
+        items = _as_list(value)
+        if items is not None:
+            value = [_record(v) if isinstance(v, _Model) else v for v in items]
         record[f.name] = value
     return record

@@ -32,11 +32,12 @@ class Fault:
     ``status``: answer with this status, headers and body *without processing* the request
     (a 503 or 429 "before processing"). ``delay``: wait this many seconds before answering
     (after processing). ``cut_connection``: process the request (a message is sent), then
-    close the connection without answering.
+    close the connection without answering; together with ``status``, close it *without*
+    processing (a failure in front of the service).
     """
 
     status: int | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
     body: str | None = None
     delay: float = 0.0
     cut_connection: bool = False

@@ -12,6 +12,7 @@ impl Client {
         page: PageRequest,
         call: &CallOptions,
     ) -> Result<Response<Page<BusinessPhoneNumber>>> {
-        self.list_page(Pager::BusinessPhoneNumbers, page, call).await
+        self.list_page(Pager::BusinessPhoneNumbers, page, call)
+            .await
     }
 }

@@ -59,7 +59,9 @@ impl Client {
             )
             .await?;
         let Value::Object(object) = answer.body else {
-            return Err(Error::Internal("a 2xx body that is not an object".to_owned()));
+            return Err(Error::Internal(
+                "a 2xx body that is not an object".to_owned(),
+            ));
         };
         Ok(Response {
             value: Page::from_wire(object, (page.page_no, page.page_size))?,

@@ -72,7 +72,9 @@ impl Client {
             )
             .await?;
         let Value::Object(object) = answer.body else {
-            return Err(Error::Internal("a 2xx body that is not an object".to_owned()));
+            return Err(Error::Internal(
+                "a 2xx body that is not an object".to_owned(),
+            ));
         };
         let mut result = SendResult::from_wire(object)?;
         result.judge(self.success_codes());

@@ -60,7 +60,15 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             Some(task) => task
                 .await
                 .map_err(|e| Error::Internal(format!("the page read-ahead task failed: {e}")))?,
-            None => fetch(self.client.clone(), self.pager, self.request(requested)?, self.call.clone()).await,
+            None => {
+                fetch(
+                    self.client.clone(),
+                    self.pager,
+                    self.request(requested)?,
+                    self.call.clone(),
+                )
+                .await
+            }
         };
         let response = match fetched {
             Ok(response) => response,

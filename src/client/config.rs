@@ -46,8 +46,11 @@ impl Timeout {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
-        for (name, value) in [("connect", self.connect), ("read", self.read), ("total", self.total)]
-        {
+        for (name, value) in [
+            ("connect", self.connect),
+            ("read", self.read),
+            ("total", self.total),
+        ] {
             if value == Some(Duration::ZERO) {
                 return Err(Error::Configuration(format!(
                     "timeout {name} must be more than 0 seconds"
@@ -168,12 +171,20 @@ mod tests {
 
     #[test]
     fn base_url_rules() {
-        assert_eq!(base_url("https://api.example.com", false).unwrap().as_str(), "https://api.example.com/");
-        assert_eq!(base_url("https://h/prefix", false).unwrap().as_str(), "https://h/prefix/");
+        assert_eq!(
+            base_url("https://api.example.com", false).unwrap().as_str(),
+            "https://api.example.com/"
+        );
+        assert_eq!(
+            base_url("https://h/prefix", false).unwrap().as_str(),
+            "https://h/prefix/"
+        );
         assert!(base_url("http://127.0.0.1:8080", false).is_ok());
         assert!(base_url("http://localhost:8080/", false).is_ok());
         assert!(base_url("http://[::1]:8080/", false).is_ok());
-        let insecure = base_url("http://api.example.com", false).unwrap_err().to_string();
+        let insecure = base_url("http://api.example.com", false)
+            .unwrap_err()
+            .to_string();
         assert!(insecure.contains("allow_insecure_http"), "{insecure}");
         assert!(base_url("http://api.example.com", true).is_ok());
         assert!(base_url("ftp://x", true).is_err());

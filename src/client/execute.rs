@@ -55,10 +55,12 @@ impl Client {
         call: &super::CallOptions,
     ) -> Result<Answer> {
         let started = Instant::now();
-        let timeout = match call.timeout {
+        let mut timeout = match call.timeout {
             Some(timeout) => self.options.timeout.overridden_by(timeout),
             None => self.options.timeout,
         };
+        // `connect` belongs to the pool, which was built with the client's value.
+        timeout.connect = self.options.timeout.connect;
         let deadline = timeout.total.map(|total| started + total);
         let max_retries = call.max_retries.unwrap_or(self.options.max_retries);
         let http = self.shared.transport.http()?;
@@ -75,7 +77,8 @@ impl Client {
         let mut retries_done: u32 = 0;
         loop {
             let attempt_started = Instant::now();
-            let mut request = reqwest::Request::new(operation.method.clone(), operation.url.clone());
+            let mut request =
+                reqwest::Request::new(operation.method.clone(), operation.url.clone());
             let headers = request.headers_mut();
             headers.reserve(4 + self.options.headers.len());
             headers.insert(AUTHORIZATION, authorization.clone());
@@ -99,14 +102,15 @@ impl Client {
                     "the total timeout of {:.3}s elapsed",
                     timeout.total.unwrap_or_default().as_secs_f64()
                 ))),
-                Some(budget) => match tokio::time::timeout(budget, self.attempt(&http, request)).await
-                {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(Error::Timeout(format!(
-                        "no complete answer within {:.3}s",
-                        budget.as_secs_f64()
-                    ))),
-                },
+                Some(budget) => {
+                    match tokio::time::timeout(budget, self.attempt(&http, request)).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(Error::Timeout(format!(
+                            "no complete answer within {:.3}s",
+                            budget.as_secs_f64()
+                        ))),
+                    }
+                }
                 None => self.attempt(&http, request).await,
             };
 
@@ -147,7 +151,9 @@ impl Client {
 
             // A 401 with a token provider: ask it for a fresh token and try once more. The
             // request was refused before processing, so this is safe for sends too.
-            if error.status_code() == Some(401) && self.shared.token.can_refresh() && !token_refreshed
+            if error.status_code() == Some(401)
+                && self.shared.token.can_refresh()
+                && !token_refreshed
             {
                 token_refreshed = true;
                 authorization = self.shared.token.header(true).await?;
@@ -352,9 +358,18 @@ mod tests {
     #[test]
     fn error_messages_come_from_the_usual_places() {
         let json = |v: serde_json::Value| ApiBody::Json(v);
-        assert_eq!(api_message(&json(serde_json::json!({"code": "401", "msg": "no"}))), "no");
-        assert_eq!(api_message(&json(serde_json::json!({"error": {"message": "m"}}))), "m");
+        assert_eq!(
+            api_message(&json(serde_json::json!({"code": "401", "msg": "no"}))),
+            "no"
+        );
+        assert_eq!(
+            api_message(&json(serde_json::json!({"error": {"message": "m"}}))),
+            "m"
+        );
         assert_eq!(api_message(&json(serde_json::json!({"error": "e"}))), "e");
-        assert_eq!(api_message(&ApiBody::Text(" bad gateway \n".into())), "bad gateway");
+        assert_eq!(
+            api_message(&ApiBody::Text(" bad gateway \n".into())),
+            "bad gateway"
+        );
     }
 }

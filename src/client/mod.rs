@@ -117,7 +117,11 @@ impl Client {
         let mut options = self.options.clone();
         if let Some(timeout) = timeout {
             timeout.check()?;
-            options.timeout = self.options.timeout.overridden_by(timeout);
+            // `connect` belongs to the shared pool and stays the pool's.
+            options.timeout = Timeout {
+                connect: self.options.timeout.connect,
+                ..self.options.timeout.overridden_by(timeout)
+            };
         }
         if let Some(max_retries) = max_retries {
             options.max_retries = max_retries;

@@ -43,10 +43,7 @@ impl Backoff {
             return (asked <= self.max_retry_after).then_some(asked);
         }
         let exponent = retry.saturating_sub(1).min(30);
-        let base = self
-            .initial
-            .saturating_mul(1u32 << exponent)
-            .min(self.max);
+        let base = self.initial.saturating_mul(1u32 << exponent).min(self.max);
         let jitter = self.jitter.clamp(0.0, 1.0) * fastrand::f64();
         Some(base.mul_f64(1.0 - jitter))
     }
@@ -106,10 +103,18 @@ mod tests {
         let backoff = Backoff::default();
         for retry in 1..=10 {
             let delay = backoff.delay(retry, None).unwrap();
-            let full = Duration::from_millis(500).saturating_mul(1 << (retry - 1)).min(backoff.max);
-            assert!(delay <= full && delay >= full.mul_f64(0.75), "{retry}: {delay:?}");
+            let full = Duration::from_millis(500)
+                .saturating_mul(1 << (retry - 1))
+                .min(backoff.max);
+            assert!(
+                delay <= full && delay >= full.mul_f64(0.75),
+                "{retry}: {delay:?}"
+            );
         }
-        assert_eq!(backoff.delay(1, Some(Duration::from_secs(3))), Some(Duration::from_secs(3)));
+        assert_eq!(
+            backoff.delay(1, Some(Duration::from_secs(3))),
+            Some(Duration::from_secs(3))
+        );
         assert_eq!(backoff.delay(1, Some(Duration::from_secs(61))), None);
     }
 
@@ -117,9 +122,15 @@ mod tests {
     fn retry_after_forms() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
-        assert_eq!(parse_retry_after("0.5", now), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_retry_after("0.5", now),
+            Some(Duration::from_millis(500))
+        );
         let later = httpdate::fmt_http_date(now + Duration::from_secs(20));
-        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(20)));
+        assert_eq!(
+            parse_retry_after(&later, now),
+            Some(Duration::from_secs(20))
+        );
         let earlier = httpdate::fmt_http_date(now - Duration::from_secs(20));
         assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);

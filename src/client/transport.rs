@@ -105,7 +105,10 @@ impl Transport {
             return Err(Error::Closed);
         }
         let pid = std::process::id();
-        let mut pool = self.pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut pool = self
+            .pool
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         match pool.as_ref() {
             Some(current) if current.pid == pid => Ok(current.http.clone()),
             Some(_) => {
@@ -126,7 +129,10 @@ impl Transport {
 
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let mut pool = self.pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut pool = self
+            .pool
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *pool = None;
     }
 

@@ -34,7 +34,11 @@ fn as_token(object: &Bound<'_, PyAny>) -> Result<String, Error> {
         .map_err(|_| {
             Error::Configuration(format!(
                 "the token callable returned {}, not a string",
-                object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                object
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?
         .to_str()
@@ -47,7 +51,9 @@ impl TokenProvider for PyTokenProvider {
         let callable = Arc::clone(&self.callable);
         Box::pin(async move {
             if super::runtime::exiting() {
-                return Err(Error::Internal("the Python interpreter is exiting".to_owned()));
+                return Err(Error::Internal(
+                    "the Python interpreter is exiting".to_owned(),
+                ));
             }
             let produced = Python::attach(|py| -> Result<Produced, Error> {
                 let out = callable.bind(py).call0().map_err(failed)?;
@@ -90,8 +96,7 @@ impl RetryObserver for PyRetryHook {
         Python::attach(|py| {
             let exception = errors::to_py(py, error.clone());
             let callable = self.callable.bind(py);
-            if let Err(raised) =
-                callable.call1((attempt, exception.value(py), delay.as_secs_f64()))
+            if let Err(raised) = callable.call1((attempt, exception.value(py), delay.as_secs_f64()))
             {
                 raised.write_unraisable(py, Some(callable));
             }

@@ -10,10 +10,12 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::convert;
 use super::errors::to_py;
-use super::runtime::{awaitable, wait, Reply, Waited};
 use super::pages::{NativePageStream, Stream};
+use super::runtime::{awaitable, wait, Reply, Waited};
 use crate::api::{PageRequest, PageStream, Pager, SendMessage};
-use crate::client::{CallOptions, ClientConfig, Meta, Response, RetryObserver, TokenSource, Verify};
+use crate::client::{
+    CallOptions, ClientConfig, Meta, Response, RetryObserver, TokenSource, Verify,
+};
 use crate::error::Error;
 use crate::wire::{Page, SendResult};
 use crate::{Client, Timeout};
@@ -46,9 +48,13 @@ impl NativeClient {
     ) -> PyResult<Self> {
         let build = || -> Result<Client, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
-                TokenSource::Static(text.to_str().map_err(|_| {
-                    Error::Configuration("the token is not valid UTF-8".to_owned())
-                })?.to_owned())
+                TokenSource::Static(
+                    text.to_str()
+                        .map_err(|_| {
+                            Error::Configuration("the token is not valid UTF-8".to_owned())
+                        })?
+                        .to_owned(),
+                )
             } else if token.is_callable() {
                 TokenSource::Provider(Arc::new(PyTokenProvider {
                     callable: Arc::new(token.clone().unbind()),
@@ -112,7 +118,11 @@ impl NativeClient {
         on_retry: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let build = || -> Result<Client, Error> {
-            let max_retries = if max_retries.is_none() { None } else { Some(retries(max_retries)?) };
+            let max_retries = if max_retries.is_none() {
+                None
+            } else {
+                Some(retries(max_retries)?)
+            };
             self.client.with_options(
                 timeout_arg(timeout)?,
                 max_retries,
@@ -138,8 +148,17 @@ impl NativeClient {
         max_retries: &Bound<'_, PyAny>,
         idempotency_key: Option<String>,
     ) -> PyResult<Py<PyAny>> {
-        let (message, call) = send_args(to, from_, name, parameters, language, timeout, max_retries, idempotency_key)
-            .map_err(|e| to_py(py, e))?;
+        let (message, call) = send_args(
+            to,
+            from_,
+            name,
+            parameters,
+            language,
+            timeout,
+            max_retries,
+            idempotency_key,
+        )
+        .map_err(|e| to_py(py, e))?;
         match wait(py, self.client.send_message(&message, &call)) {
             Waited::Done(result) => send_reply(py, result, raw),
             Waited::Interrupted(interrupt) => Err(interrupt),
@@ -160,8 +179,17 @@ impl NativeClient {
         max_retries: &Bound<'py, PyAny>,
         idempotency_key: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (message, call) = send_args(to, from_, name, parameters, language, timeout, max_retries, idempotency_key)
-            .map_err(|e| to_py(py, e))?;
+        let (message, call) = send_args(
+            to,
+            from_,
+            name,
+            parameters,
+            language,
+            timeout,
+            max_retries,
+            idempotency_key,
+        )
+        .map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         awaitable(py, async move {
             let result = super::runtime::catch_panics(client.send_message(&message, &call)).await;
@@ -180,7 +208,8 @@ impl NativeClient {
         timeout: &Bound<'_, PyAny>,
         max_retries: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyAny>> {
-        let (page, call) = list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let (page, call) =
+            list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         match kind {
             ACCOUNTS => match wait(py, self.client.list_business_accounts(page, &call)) {
                 Waited::Done(result) => page_reply(py, result, raw),
@@ -190,7 +219,10 @@ impl NativeClient {
                 Waited::Done(result) => page_reply(py, result, raw),
                 Waited::Interrupted(interrupt) => Err(interrupt),
             },
-            other => Err(to_py(py, Error::Internal(format!("unknown listing {other}")))),
+            other => Err(to_py(
+                py,
+                Error::Internal(format!("unknown listing {other}")),
+            )),
         }
     }
 
@@ -222,11 +254,26 @@ impl NativeClient {
         let (page, call, limit) = args().map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         let stream = match kind {
-            ACCOUNTS => Stream::Accounts(PageStream::new(client, Pager::BusinessAccounts, page, limit, call)),
-            PHONE_NUMBERS => {
-                Stream::Numbers(PageStream::new(client, Pager::BusinessPhoneNumbers, page, limit, call))
+            ACCOUNTS => Stream::Accounts(PageStream::new(
+                client,
+                Pager::BusinessAccounts,
+                page,
+                limit,
+                call,
+            )),
+            PHONE_NUMBERS => Stream::Numbers(PageStream::new(
+                client,
+                Pager::BusinessPhoneNumbers,
+                page,
+                limit,
+                call,
+            )),
+            other => {
+                return Err(to_py(
+                    py,
+                    Error::Internal(format!("unknown listing {other}")),
+                ))
             }
-            other => return Err(to_py(py, Error::Internal(format!("unknown listing {other}")))),
         };
         Ok(NativePageStream::new(stream))
     }
@@ -242,19 +289,25 @@ impl NativeClient {
         timeout: &Bound<'py, PyAny>,
         max_retries: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (page, call) = list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let (page, call) =
+            list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         match kind {
             ACCOUNTS => awaitable(py, async move {
-                let result = super::runtime::catch_panics(client.list_business_accounts(page, &call)).await;
+                let result =
+                    super::runtime::catch_panics(client.list_business_accounts(page, &call)).await;
                 Reply::new(move |py| page_reply(py, result, raw))
             }),
             PHONE_NUMBERS => awaitable(py, async move {
                 let result =
-                    super::runtime::catch_panics(client.list_business_phone_numbers(page, &call)).await;
+                    super::runtime::catch_panics(client.list_business_phone_numbers(page, &call))
+                        .await;
                 Reply::new(move |py| page_reply(py, result, raw))
             }),
-            other => Err(to_py(py, Error::Internal(format!("unknown listing {other}")))),
+            other => Err(to_py(
+                py,
+                Error::Internal(format!("unknown listing {other}")),
+            )),
         }
     }
 }
@@ -265,10 +318,16 @@ fn observer(callable: Py<PyAny>) -> Arc<dyn RetryObserver> {
     })
 }
 
-fn send_reply(py: Python<'_>, result: crate::Result<Response<SendResult>>, raw: bool) -> PyResult<Py<PyAny>> {
+fn send_reply(
+    py: Python<'_>,
+    result: crate::Result<Response<SendResult>>,
+    raw: bool,
+) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
     if raw {
-        return Ok(convert::map_to_dict(py, &response.value.wire)?.into_any().unbind());
+        return Ok(convert::map_to_dict(py, &response.value.wire)?
+            .into_any()
+            .unbind());
     }
     Ok(convert::send_result(py, &response.value, Some(&response.meta))?.unbind())
 }
@@ -313,7 +372,10 @@ fn list_args(
     timeout: &Bound<'_, PyAny>,
     max_retries: &Bound<'_, PyAny>,
 ) -> Result<(PageRequest, CallOptions), Error> {
-    let page = PageRequest::new(integer("page_no", page_no)?, integer("page_size", page_size)?)?;
+    let page = PageRequest::new(
+        integer("page_no", page_no)?,
+        integer("page_size", page_size)?,
+    )?;
     Ok((page, call_options(timeout, max_retries, None)?))
 }
 
@@ -324,13 +386,23 @@ fn call_options(
 ) -> Result<CallOptions, Error> {
     Ok(CallOptions {
         timeout: timeout_arg(timeout)?,
-        max_retries: if max_retries.is_none() { None } else { Some(retries(max_retries)?) },
+        max_retries: if max_retries.is_none() {
+            None
+        } else {
+            Some(retries(max_retries)?)
+        },
         idempotency_key,
     })
 }
 
 fn text(field: &str, value: &Bound<'_, PyAny>) -> Result<String, Error> {
-    let type_name = || value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    let type_name = || {
+        value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    };
     value
         .cast::<PyString>()
         .map_err(|_| Error::validation(field, format!("must be a string, got {}", type_name())))?
@@ -341,8 +413,15 @@ fn text(field: &str, value: &Bound<'_, PyAny>) -> Result<String, Error> {
 
 fn integer(field: &str, value: &Bound<'_, PyAny>) -> Result<i64, Error> {
     if value.cast::<PyBool>().is_ok() || value.cast::<PyInt>().is_err() {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-        return Err(Error::validation(field, format!("must be an int, got {type_name}")));
+        let type_name = value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        return Err(Error::validation(
+            field,
+            format!("must be an int, got {type_name}"),
+        ));
     }
     value
         .extract::<i64>()
@@ -367,9 +446,9 @@ fn timeout_arg(value: &Bound<'_, PyAny>) -> Result<Option<Timeout>, Error> {
         if v.is_none() {
             return Ok(None);
         }
-        let secs: f64 = v
-            .extract()
-            .map_err(|_| Error::Configuration(format!("timeout {name} must be a number of seconds")))?;
+        let secs: f64 = v.extract().map_err(|_| {
+            Error::Configuration(format!("timeout {name} must be a number of seconds"))
+        })?;
         if !secs.is_finite() || secs <= 0.0 {
             return Err(Error::Configuration(format!(
                 "timeout {name} must be a positive number of seconds, got {secs}"
@@ -388,7 +467,9 @@ fn timeout_arg(value: &Bound<'_, PyAny>) -> Result<Option<Timeout>, Error> {
     }
     let part = |name: &str| -> Result<Option<Duration>, Error> {
         let attribute = value.getattr(name).map_err(|_| {
-            Error::Configuration("timeout must be a number of seconds or a bizmsg.Timeout".to_owned())
+            Error::Configuration(
+                "timeout must be a number of seconds or a bizmsg.Timeout".to_owned(),
+            )
         })?;
         seconds(name, &attribute)
     };
@@ -415,7 +496,11 @@ fn headers(dict: &Bound<'_, PyDict>) -> Result<Vec<(String, String)>, Error> {
 
 fn verify_arg(value: &Bound<'_, PyAny>) -> Result<Verify, Error> {
     if let Ok(flag) = value.cast::<PyBool>() {
-        return Ok(if flag.is_true() { Verify::Default } else { Verify::Disabled });
+        return Ok(if flag.is_true() {
+            Verify::Default
+        } else {
+            Verify::Disabled
+        });
     }
     let path: std::path::PathBuf = value.extract().map_err(|_| {
         Error::Configuration("verify must be True, False or the path of a CA bundle".to_owned())

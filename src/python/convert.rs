@@ -31,7 +31,11 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
         let models = py.import("bizmsg.models")?;
         let class = |name: &str| models.getattr(name).map(Bound::unbind);
         Ok(Classes {
-            object_new: py.import("builtins")?.getattr("object")?.getattr("__new__")?.unbind(),
+            object_new: py
+                .import("builtins")?
+                .getattr("object")?
+                .getattr("__new__")?
+                .unbind(),
             send_result: class("SendResult")?,
             business_account: class("BusinessAccount")?,
             business_phone_number: class("BusinessPhoneNumber")?,
@@ -51,7 +55,10 @@ fn put<'py>(
     name: &Bound<'py, PyString>,
     value: impl IntoPyObject<'py>,
 ) -> PyResult<()> {
-    let value = value.into_pyobject(object.py()).map_err(Into::into)?.into_any();
+    let value = value
+        .into_pyobject(object.py())
+        .map_err(Into::into)?
+        .into_any();
     // SAFETY: all three pointers are live objects owned by bound references for the call.
     let status = unsafe {
         pyo3::ffi::PyObject_GenericSetAttr(object.as_ptr(), name.as_ptr(), value.as_ptr())
@@ -90,7 +97,10 @@ fn number_to_py<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyAny>>
     Ok(PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any())
 }
 
-pub(crate) fn map_to_dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn map_to_dict<'py>(
+    py: Python<'py>,
+    map: &Map<String, Value>,
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (key, value) in map {
         dict.set_item(key, value_to_py(py, value)?)?;
@@ -126,7 +136,9 @@ pub(crate) fn py_to_value(field: &str, object: &Bound<'_, PyAny>) -> Result<Valu
     if let Ok(f) = object.cast::<PyFloat>() {
         return Number::from_f64(f.value())
             .map(Value::Number)
-            .ok_or_else(|| refuse("contains a float that JSON cannot hold (NaN or infinity)".to_owned()));
+            .ok_or_else(|| {
+                refuse("contains a float that JSON cannot hold (NaN or infinity)".to_owned())
+            });
     }
     if let Ok(dict) = object.cast::<PyDict>() {
         let mut map = Map::with_capacity(dict.len());
@@ -143,7 +155,10 @@ pub(crate) fn py_to_value(field: &str, object: &Bound<'_, PyAny>) -> Result<Valu
     }
     if object.cast::<PyList>().is_ok() || object.cast::<PyTuple>().is_ok() {
         let mut items = Vec::new();
-        for item in object.try_iter().map_err(|_| refuse("is not iterable".to_owned()))? {
+        for item in object
+            .try_iter()
+            .map_err(|_| refuse("is not iterable".to_owned()))?
+        {
             let item = item.map_err(|_| refuse("could not be iterated".to_owned()))?;
             items.push(py_to_value(field, &item)?);
         }
@@ -151,14 +166,22 @@ pub(crate) fn py_to_value(field: &str, object: &Bound<'_, PyAny>) -> Result<Valu
     }
     // Other mappings and sequences (e.g. types.MappingProxyType) through their dict/list form.
     if object.hasattr("keys").unwrap_or(false) {
-        if let Ok(dict) = object.py().import("builtins").and_then(|b| b.getattr("dict")?.call1((object,))) {
+        if let Ok(dict) = object
+            .py()
+            .import("builtins")
+            .and_then(|b| b.getattr("dict")?.call1((object,)))
+        {
             return py_to_value(field, &dict);
         }
     }
     Err(refuse(format!(
         "{} of type {} is not JSON data",
         repr(object),
-        object.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        object
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
     )))
 }
 
@@ -172,10 +195,18 @@ fn repr(object: &Bound<'_, PyAny>) -> String {
 pub(crate) fn meta<'py>(py: Python<'py>, meta: &Meta) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.response_meta)?;
     put(&object, intern!(py, "status_code"), meta.status_code)?;
-    put(&object, intern!(py, "request_id"), meta.request_id.as_deref())?;
+    put(
+        &object,
+        intern!(py, "request_id"),
+        meta.request_id.as_deref(),
+    )?;
     put(&object, intern!(py, "elapsed"), meta.elapsed)?;
     put(&object, intern!(py, "attempts"), meta.attempts)?;
-    put(&object, intern!(py, "idempotency_key"), meta.idempotency_key.as_deref())?;
+    put(
+        &object,
+        intern!(py, "idempotency_key"),
+        meta.idempotency_key.as_deref(),
+    )?;
     Ok(object)
 }
 
@@ -197,7 +228,11 @@ pub(crate) fn send_result<'py>(
     put(&object, intern!(py, "code"), scalar(py, &result.code)?)?;
     put(&object, intern!(py, "msg"), result.msg.as_deref())?;
     put(&object, intern!(py, "_ok"), result.ok)?;
-    put(&object, intern!(py, "_wire"), map_to_dict(py, &result.wire)?)?;
+    put(
+        &object,
+        intern!(py, "_wire"),
+        map_to_dict(py, &result.wire)?,
+    )?;
     put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
     Ok(object)
 }
@@ -215,15 +250,47 @@ fn phone_number<'py>(
     wire: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.business_phone_number)?;
-    put(&object, intern!(py, "biz_account_id"), number.biz_account_id.as_deref())?;
-    put(&object, intern!(py, "phone_number_id"), number.phone_number_id.as_str())?;
-    put(&object, intern!(py, "display_phone_number"), number.display_phone_number.as_deref())?;
-    put(&object, intern!(py, "verified_name"), number.verified_name.as_deref())?;
+    put(
+        &object,
+        intern!(py, "biz_account_id"),
+        number.biz_account_id.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "phone_number_id"),
+        number.phone_number_id.as_str(),
+    )?;
+    put(
+        &object,
+        intern!(py, "display_phone_number"),
+        number.display_phone_number.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "verified_name"),
+        number.verified_name.as_deref(),
+    )?;
     put(&object, intern!(py, "status"), number.status.as_deref())?;
-    put(&object, intern!(py, "quality_rating"), number.quality_rating.as_deref())?;
-    put(&object, intern!(py, "code_verification_status"), number.code_verification_status.as_deref())?;
-    put(&object, intern!(py, "throughput"), number.throughput.as_deref())?;
-    put(&object, intern!(py, "messaging_limit_tier"), number.messaging_limit_tier.as_deref())?;
+    put(
+        &object,
+        intern!(py, "quality_rating"),
+        number.quality_rating.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "code_verification_status"),
+        number.code_verification_status.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "throughput"),
+        number.throughput.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "messaging_limit_tier"),
+        number.messaging_limit_tier.as_deref(),
+    )?;
     put(&object, intern!(py, "create_time"), number.create_time)?;
     put(&object, intern!(py, "update_time"), number.update_time)?;
     put(&object, intern!(py, "_wire"), wire)?;
@@ -249,11 +316,23 @@ fn business_account<'py>(
         };
         numbers.append(phone_number(py, number, number_wire)?)?;
     }
-    put(&object, intern!(py, "biz_account_id"), account.biz_account_id.as_str())?;
+    put(
+        &object,
+        intern!(py, "biz_account_id"),
+        account.biz_account_id.as_str(),
+    )?;
     put(&object, intern!(py, "name"), account.name.as_deref())?;
     put(&object, intern!(py, "status"), account.status.as_deref())?;
-    put(&object, intern!(py, "business_verification_status"), account.business_verification_status.as_deref())?;
-    put(&object, intern!(py, "account_review_status"), account.account_review_status.as_deref())?;
+    put(
+        &object,
+        intern!(py, "business_verification_status"),
+        account.business_verification_status.as_deref(),
+    )?;
+    put(
+        &object,
+        intern!(py, "account_review_status"),
+        account.account_review_status.as_deref(),
+    )?;
     put(
         &object,
         intern!(py, "chat_business_manager_messaging_limit"),
@@ -364,13 +443,18 @@ pub(crate) fn model_from_dict<'py>(
                 .is_some_and(|first| first.get("phoneNumberId").is_some());
             let requested = (1, 20);
             if numbers {
-                let decoded = Page::<BusinessPhoneNumber>::from_wire(object, requested).map_err(to_py)?;
+                let decoded =
+                    Page::<BusinessPhoneNumber>::from_wire(object, requested).map_err(to_py)?;
                 page(py, &decoded, None, false)
             } else {
-                let decoded = Page::<BusinessAccount>::from_wire(object, requested).map_err(to_py)?;
+                let decoded =
+                    Page::<BusinessAccount>::from_wire(object, requested).map_err(to_py)?;
                 page(py, &decoded, None, false)
             }
         }
-        other => Err(to_py(Error::validation("kind", format!("unknown model {other:?}")))),
+        other => Err(to_py(Error::validation(
+            "kind",
+            format!("unknown model {other:?}"),
+        ))),
     }
 }

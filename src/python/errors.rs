@@ -11,7 +11,9 @@ static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     ERRORS
-        .get_or_try_init(py, || PyModule::import(py, "bizmsg.errors").map(Bound::unbind))
+        .get_or_try_init(py, || {
+            PyModule::import(py, "bizmsg.errors").map(Bound::unbind)
+        })
         .map(|module| module.bind(py))
 }
 
@@ -58,7 +60,9 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             if api.status_code == 429 {
                 kwargs.set_item("retry_after", api.retry_after.map(|d| d.as_secs_f64()))?;
             }
-            module.getattr("_api_error_class")?.call1((api.status_code,))?
+            module
+                .getattr("_api_error_class")?
+                .call1((api.status_code,))?
         }
         Error::Decode { snippet, .. } => {
             kwargs.set_item("snippet", snippet)?;

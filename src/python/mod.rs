@@ -32,7 +32,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
         let _ = LOG_RESET.set(handle);
     }
     let shutdown = wrap_pyfunction!(runtime::shutdown, module)?;
-    py.import("atexit")?.call_method1("register", (&shutdown,))?;
+    py.import("atexit")?
+        .call_method1("register", (&shutdown,))?;
     module.add_function(shutdown)?;
     module.add_class::<client::NativeClient>()?;
     module.add_class::<sandbox::SandboxServer>()?;

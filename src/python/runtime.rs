@@ -49,7 +49,9 @@ pub(crate) fn shutdown(py: Python<'_>) {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .take();
-    let Some((owner, runtime)) = taken else { return };
+    let Some((owner, runtime)) = taken else {
+        return;
+    };
     if owner != std::process::id() {
         std::mem::forget(runtime);
         return;
@@ -64,10 +66,14 @@ pub(crate) fn shutdown(py: Python<'_>) {
 /// The runtime of this process, made on first use.
 pub(crate) fn runtime() -> Result<Arc<Runtime>, Error> {
     if exiting() {
-        return Err(Error::Internal("the Python interpreter is exiting".to_owned()));
+        return Err(Error::Internal(
+            "the Python interpreter is exiting".to_owned(),
+        ));
     }
     let pid = std::process::id();
-    let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((owner, runtime)) = slot.as_ref() {
         if *owner == pid {
             return Ok(Arc::clone(runtime));
@@ -255,10 +261,14 @@ where
 }
 
 /// A result waiting to become a Python object (or exception) once the GIL is held.
-pub(crate) struct Reply(Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>);
+type BuildReply = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+pub(crate) struct Reply(BuildReply);
 
 impl Reply {
-    pub(crate) fn new(build: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static) -> Self {
+    pub(crate) fn new(
+        build: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static,
+    ) -> Self {
         Reply(Box::new(build))
     }
 }

@@ -18,7 +18,10 @@ pub(crate) struct SandboxServer {
 
 fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
     if !value.is_finite() || value < 0.0 {
-        return Err(Error::validation(name, format!("must be 0 or more seconds, got {value}")));
+        return Err(Error::validation(
+            name,
+            format!("must be 0 or more seconds, got {value}"),
+        ));
     }
     Duration::try_from_secs_f64(value).map_err(|_| Error::validation(name, "is out of range"))
 }
@@ -39,18 +42,24 @@ impl SandboxServer {
     ) -> PyResult<Self> {
         let config = || -> Result<SandboxConfig, Error> {
             if tenants.is_empty() {
-                return Err(Error::validation("tenants", "must name at least one tenant"));
+                return Err(Error::validation(
+                    "tenants",
+                    "must name at least one tenant",
+                ));
             }
             if numbers_per_account.0 > numbers_per_account.1 {
                 return Err(Error::validation(
                     "numbers_per_account",
-                    format!("({}, {}) is not a (low, high) range", numbers_per_account.0, numbers_per_account.1),
+                    format!(
+                        "({}, {}) is not a (low, high) range",
+                        numbers_per_account.0, numbers_per_account.1
+                    ),
                 ));
             }
             Ok(SandboxConfig {
-                host: host
-                    .parse()
-                    .map_err(|_| Error::validation("host", format!("{host:?} is not an IP address")))?,
+                host: host.parse().map_err(|_| {
+                    Error::validation("host", format!("{host:?} is not an IP address"))
+                })?,
                 port,
                 seed,
                 tenants: tenants.clone(),
@@ -63,7 +72,10 @@ impl SandboxServer {
         let runtime = runtime().map_err(|e| to_py(py, e))?;
         let started = py.detach(|| runtime.block_on(Sandbox::start(config)));
         let sandbox = started.map_err(|e| {
-            to_py(py, Error::Configuration(format!("the sandbox could not start: {e}")))
+            to_py(
+                py,
+                Error::Configuration(format!("the sandbox could not start: {e}")),
+            )
         })?;
         Ok(SandboxServer { sandbox })
     }
@@ -101,7 +113,8 @@ impl SandboxServer {
     }
 
     fn set_delay(&self, py: Python<'_>, delay: f64) -> PyResult<()> {
-        self.sandbox.set_delay(seconds("delay", delay).map_err(|e| to_py(py, e))?);
+        self.sandbox
+            .set_delay(seconds("delay", delay).map_err(|e| to_py(py, e))?);
         Ok(())
     }
 
@@ -118,20 +131,19 @@ impl SandboxServer {
         cut_connection: bool,
     ) -> PyResult<()> {
         let fault = || -> Result<(Route, Fault), Error> {
-            let route: Route = route.parse().map_err(|e: String| Error::validation("route", e))?;
+            let route: Route = route
+                .parse()
+                .map_err(|e: String| Error::validation("route", e))?;
             if times == 0 {
                 return Err(Error::validation("times", "must be 1 or more"));
             }
             if let Some(status) = status {
-                if !(100..=599).contains(&status) {
-                    return Err(Error::validation("status", format!("{status} is not an HTTP status")));
+                if !(200..=599).contains(&status) {
+                    return Err(Error::validation(
+                        "status",
+                        format!("{status} is not a final HTTP status (200 to 599)"),
+                    ));
                 }
-            }
-            if status.is_some() && cut_connection {
-                return Err(Error::validation(
-                    "cut_connection",
-                    "a fault either answers with a status or cuts the connection, not both",
-                ));
             }
             Ok((
                 route,

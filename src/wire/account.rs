@@ -47,7 +47,11 @@ impl FromWire for BusinessAccount {
                 })
             }
         };
-        let timestamp = |name| fields::string(&object, name).as_deref().and_then(parse_timestamp);
+        let timestamp = |name| {
+            fields::string(&object, name)
+                .as_deref()
+                .and_then(parse_timestamp)
+        };
         Ok(BusinessAccount {
             biz_account_id: fields::required_string(&object, Self::NAME, "bizAccountId")?,
             name: fields::string(&object, "name"),
@@ -86,7 +90,9 @@ mod tests {
             }],
             "createTime": "2024-03-05T10:15:30.123+0800"
         });
-        let Value::Object(object) = wire.clone() else { unreachable!() };
+        let Value::Object(object) = wire.clone() else {
+            unreachable!()
+        };
         let account = BusinessAccount::from_wire(object).unwrap();
         assert_eq!(account.biz_account_id, "1001");
         assert_eq!(account.status.as_deref(), Some("SUSPENDED_FOR_REVIEW"));
@@ -101,7 +107,12 @@ mod tests {
 
     #[test]
     fn an_account_without_an_id_is_a_decode_error() {
-        let Value::Object(object) = json!({"name": "x"}) else { unreachable!() };
-        assert!(matches!(BusinessAccount::from_wire(object), Err(Error::Decode { .. })));
+        let Value::Object(object) = json!({"name": "x"}) else {
+            unreachable!()
+        };
+        assert!(matches!(
+            BusinessAccount::from_wire(object),
+            Err(Error::Decode { .. })
+        ));
     }
 }

@@ -93,31 +93,44 @@ mod tests {
     use serde_json::json;
 
     fn page(value: Value) -> Page<BusinessPhoneNumber> {
-        let Value::Object(object) = value else { unreachable!() };
+        let Value::Object(object) = value else {
+            unreachable!()
+        };
         Page::from_wire(object, (1, 2)).unwrap()
     }
 
     #[test]
     fn next_page_rules() {
         let one = json!({"phoneNumberId": "a"});
-        let full = page(json!({"data": [one, one], "total": 3, "size": 2, "current": 1, "pages": 2}));
+        let full =
+            page(json!({"data": [one, one], "total": 3, "size": 2, "current": 1, "pages": 2}));
         assert!(full.has_next_page());
         let last = page(json!({"data": [one], "total": 3, "size": 2, "current": 2, "pages": 2}));
         assert!(!last.has_next_page());
         let no_pages_full = page(json!({"data": [one, one]}));
         assert!(no_pages_full.has_next_page());
-        assert_eq!((no_pages_full.current, no_pages_full.size, no_pages_full.pages), (1, 2, None));
+        assert_eq!(
+            (
+                no_pages_full.current,
+                no_pages_full.size,
+                no_pages_full.pages
+            ),
+            (1, 2, None)
+        );
         let no_pages_short = page(json!({"data": [one]}));
         assert!(!no_pages_short.has_next_page());
         let empty = page(json!({"data": [], "total": 9, "current": 1, "pages": 5}));
         assert!(!empty.has_next_page());
-        let numeric_strings = page(json!({"data": [one], "total": "3", "pages": "2", "current": "1"}));
+        let numeric_strings =
+            page(json!({"data": [one], "total": "3", "pages": "2", "current": "1"}));
         assert_eq!(numeric_strings.pages, Some(2));
     }
 
     #[test]
     fn data_that_is_not_a_list_is_a_decode_error() {
-        let Value::Object(object) = json!({"data": {"x": 1}}) else { unreachable!() };
+        let Value::Object(object) = json!({"data": {"x": 1}}) else {
+            unreachable!()
+        };
         assert!(Page::<BusinessPhoneNumber>::from_wire(object, (1, 1)).is_err());
     }
 }

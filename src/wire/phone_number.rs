@@ -29,7 +29,11 @@ impl FromWire for BusinessPhoneNumber {
     const NAME: &'static str = "business phone number";
 
     fn from_wire(object: Map<String, Value>) -> crate::Result<Self> {
-        let timestamp = |name| fields::string(&object, name).as_deref().and_then(parse_timestamp);
+        let timestamp = |name| {
+            fields::string(&object, name)
+                .as_deref()
+                .and_then(parse_timestamp)
+        };
         Ok(BusinessPhoneNumber {
             biz_account_id: fields::string(&object, "bizAccountId"),
             phone_number_id: fields::required_string(&object, Self::NAME, "phoneNumberId")?,

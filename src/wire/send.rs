@@ -136,7 +136,8 @@ mod tests {
 
     #[test]
     fn failed_commit_is_not_ok() {
-        let failed = decode(json!({"smsId": null, "status": "FAILED", "code": "1002", "msg": "no"}));
+        let failed =
+            decode(json!({"smsId": null, "status": "FAILED", "code": "1002", "msg": "no"}));
         assert!(!failed.ok);
         assert_eq!(failed.sms_id, None);
         let mut custom = failed.clone();

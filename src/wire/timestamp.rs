@@ -10,9 +10,13 @@ pub fn parse_timestamp(text: &str) -> Option<DateTime<FixedOffset>> {
         return Some(parsed);
     }
     // `%z` accepts `+0800` and `+08:00`; `%#z` also accepts a bare hour `+08`.
-    ["%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%d %H:%M:%S%.f%z"]
-        .iter()
-        .find_map(|format| DateTime::parse_from_str(text, format).ok())
+    [
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M:%S%.f%z",
+    ]
+    .iter()
+    .find_map(|format| DateTime::parse_from_str(text, format).ok())
 }
 
 #[cfg(test)]
@@ -45,7 +49,12 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_a_timestamp() {
-        for bad in ["", "yesterday", "2024-13-05T10:15:30.123+0800", "1709604930"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2024-13-05T10:15:30.123+0800",
+            "1709604930",
+        ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
         }
     }

@@ -1,0 +1,323 @@
+//! The [`Sandbox`] handle and the network side: the accept loop, one task per HTTP/1.1
+//! keep-alive connection, cutting a connection on a fault, and shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper::service::Service as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+
+use super::config::SandboxConfig;
+use super::faults::{Fault, Route};
+use super::log::RecordedRequest;
+use super::routes::router;
+use super::state::Shared;
+
+/// hyper's header-read timeout also bounds how long an idle keep-alive connection is kept:
+/// explicit, so clients can keep their pool idle timeout below it (docs/sandbox.md).
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Lets a request handler drop the connection it arrived on without answering. Put into every
+/// request's extensions by the connection task.
+#[derive(Clone)]
+pub(crate) struct CutSignal(Arc<Notify>);
+
+impl CutSignal {
+    pub(crate) fn cut(&self) {
+        // `notify_one` keeps a permit, so a cut is not lost if the connection task is busy.
+        self.0.notify_one();
+    }
+}
+
+/// A running sandbox server. Every method may be called from any thread; dropping it shuts the
+/// server down.
+pub struct Sandbox {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl Sandbox {
+    /// Generates the seeded data, binds, and spawns the server on the current tokio runtime.
+    /// Returns once it is listening.
+    pub async fn start(config: SandboxConfig) -> io::Result<Sandbox> {
+        config.validate()?;
+        let bind_to = SocketAddr::new(config.host, config.port);
+        let shared = tokio::task::spawn_blocking(move || Shared::new(&config))
+            .await
+            .map_err(io::Error::other)?;
+        let shared = Arc::new(shared);
+        let listener = TcpListener::bind(bind_to).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(accept_loop(listener, router(shared.clone()), stopped));
+        ::log::info!("sandbox listening on http://{addr}");
+        Ok(Sandbox { shared, addr, stop })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `(tenant, token)` in configuration order.
+    pub fn tenant_tokens(&self) -> Vec<(String, String)> {
+        self.shared.tokens.pairs().to_vec()
+    }
+
+    /// The token of the first tenant.
+    pub fn token(&self) -> String {
+        self.shared
+            .tokens
+            .pairs()
+            .first()
+            .map(|(_, token)| token.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every request received, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.log.all()
+    }
+
+    /// Every `POST /v1/chat/messages/send` request, whatever it was answered.
+    pub fn sent_messages(&self) -> Vec<RecordedRequest> {
+        self.shared.log.sends()
+    }
+
+    pub fn clear_requests(&self) {
+        self.shared.log.clear();
+    }
+
+    /// Replaces the delay added before every response.
+    pub fn set_delay(&self, delay: Duration) {
+        self.shared.set_delay(delay);
+    }
+
+    /// Queues a fault; faults apply in the order they were injected.
+    pub fn inject(&self, route: Route, fault: Fault) {
+        self.shared.faults.push(route, fault);
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Stops accepting and drops every open connection. Idempotent.
+    pub fn shutdown(&self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").field("addr", &self.addr).finish()
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // A dropped sender means the handle is gone: that is a shutdown too.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            () = stopped(&mut stop) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, router.clone(), stop.clone()));
+                }
+                Err(error) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    ::log::warn!("sandbox accept failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    ::log::info!("sandbox stopped");
+}
+
+async fn serve_connection(stream: TcpStream, router: Router, mut stop: watch::Receiver<bool>) {
+    // Small JSON answers: do not let Nagle hold them back.
+    let _ = stream.set_nodelay(true);
+    let cut = Arc::new(Notify::new());
+    let signal = CutSignal(cut.clone());
+    let service = TowerToHyperService::new(router);
+    let service = hyper::service::service_fn(move |mut request| {
+        request.extensions_mut().insert(signal.clone());
+        service.call(request)
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(IDLE_CONNECTION_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    // Leaving the select drops the connection, closing the socket mid-exchange if need be.
+    tokio::select! {
+        served = connection => {
+            if let Err(error) = served {
+                ::log::debug!("sandbox connection ended: {error}");
+            }
+        }
+        () = cut.notified() => ::log::debug!("sandbox cut a connection (injected fault)"),
+        () = stopped(&mut stop) => {}
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::sandbox::testing::{start, TestClient};
+    use std::net::{IpAddr, Ipv4Addr};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn refuses_connections(addr: SocketAddr) -> bool {
+        for _ in 0..100 {
+            if TcpStream::connect(addr).await.is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn binds_loopback_and_reports_its_address() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let addr = sandbox.local_addr();
+        assert_eq!(addr.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_ne!(addr.port(), 0);
+        assert_eq!(
+            sandbox.base_url(),
+            format!("http://127.0.0.1:{}", addr.port())
+        );
+
+        let refused = Sandbox::start(SandboxConfig {
+            host: IpAddr::V4(Ipv4Addr::new(192, 168, 1, 1)),
+            ..SandboxConfig::default()
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);
+
+        let taken = Sandbox::start(SandboxConfig {
+            port: addr.port(),
+            ..SandboxConfig::default()
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(taken.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[tokio::test]
+    async fn keeps_connections_alive_between_requests() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let mut stream = TcpStream::connect(sandbox.local_addr()).await.unwrap();
+        let request = format!(
+            "GET /v1/chat/businessAccounts?pageSize=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+            sandbox.token()
+        );
+        let mut seen = String::new();
+        for _ in 0..2 {
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut buffer = vec![0; 64 * 1024];
+            let read = stream.read(&mut buffer).await.unwrap();
+            seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        }
+        assert_eq!(seen.matches("HTTP/1.1 200 OK").count(), 2, "{seen}");
+        assert_eq!(sandbox.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_listening_and_drops_open_connections() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let client = TestClient::new(&sandbox);
+        assert_eq!(client.get("/v1/chat/businessAccounts").await.status, 200);
+        let mut idle = TcpStream::connect(sandbox.local_addr()).await.unwrap();
+        let addr = sandbox.local_addr();
+
+        sandbox.shutdown();
+        sandbox.shutdown();
+        assert!(refuses_connections(addr).await);
+        let mut buffer = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(2), idle.read(&mut buffer))
+            .await
+            .expect("an open connection is closed at shutdown");
+        assert!(matches!(read, Ok(0) | Err(_)));
+        assert!(client
+            .http
+            .get(format!("{}/v1/chat/businessAccounts", sandbox.base_url()))
+            .send()
+            .await
+            .is_err());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_shuts_down() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let addr = sandbox.local_addr();
+        drop(sandbox);
+        assert!(refuses_connections(addr).await);
+    }
+
+    #[test]
+    fn the_handle_works_from_other_threads_and_runtimes() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sandbox = runtime
+            .block_on(Sandbox::start(SandboxConfig::default()))
+            .unwrap();
+        let sandbox = Arc::new(sandbox);
+        let worker = {
+            let sandbox = sandbox.clone();
+            std::thread::spawn(move || {
+                sandbox.inject(
+                    Route::Any,
+                    Fault {
+                        status: Some(503),
+                        ..Fault::default()
+                    },
+                );
+                sandbox.set_delay(Duration::from_millis(1));
+                sandbox.base_url()
+            })
+        };
+        let base_url = worker.join().unwrap();
+        let status = runtime.block_on(async {
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            client
+                .get(format!("{base_url}/v1/chat/businessAccounts"))
+                .bearer_auth(sandbox.token())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        });
+        assert_eq!(status, 503);
+        assert_eq!(sandbox.requests().len(), 1);
+        sandbox.shutdown();
+    }
+}
