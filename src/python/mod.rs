@@ -5,6 +5,7 @@ mod client;
 mod convert;
 mod errors;
 mod pages;
+mod result_thread;
 mod runtime;
 mod sandbox;
 

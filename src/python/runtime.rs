@@ -45,6 +45,7 @@ pub(crate) fn exiting() -> bool {
 pub(crate) fn shutdown(py: Python<'_>) {
     EXITING.store(true, Ordering::Release);
     log::set_max_level(log::LevelFilter::Off);
+    super::result_thread::stop(py);
     let taken = RUNTIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -171,6 +172,8 @@ tokio::task_local! {
 /// A task handle, or the note that no runtime could be had (the bridge then reports it).
 pub(crate) enum SpawnHandle {
     Spawned(tokio::task::JoinHandle<()>),
+    /// A job on the result thread; resolves once it ran.
+    Queued(futures::channel::oneshot::Receiver<()>),
     Unavailable,
 }
 
@@ -201,6 +204,7 @@ impl Future for SpawnHandle {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             SpawnHandle::Spawned(handle) => handle.poll_unpin(cx).map_err(SpawnError::Join),
+            SpawnHandle::Queued(done) => done.poll_unpin(cx).map_err(|_| SpawnError::Unavailable),
             SpawnHandle::Unavailable => Poll::Ready(Err(SpawnError::Unavailable)),
         }
     }
@@ -220,12 +224,19 @@ impl GenericRuntime for BizmsgRuntime {
         }
     }
 
+    /// Only used by the bridge to set asyncio results: see `result_thread`.
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
-        match runtime() {
-            Ok(runtime) => SpawnHandle::Spawned(runtime.spawn_blocking(f)),
+        let (done, finished) = futures::channel::oneshot::channel();
+        let job: super::result_thread::Job = Box::new(move || {
+            f();
+            let _ = done.send(());
+        });
+        match super::result_thread::submit(job) {
+            Ok(()) => SpawnHandle::Queued(finished),
+            // No result thread (the interpreter is exiting): the result is dropped with it.
             Err(_) => SpawnHandle::Unavailable,
         }
     }
