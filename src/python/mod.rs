@@ -32,6 +32,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         let _ = LOG_RESET.set(handle);
     }
+    runtime::record_main_thread(py)?;
     let shutdown = wrap_pyfunction!(runtime::shutdown, module)?;
     py.import("atexit")?
         .call_method1("register", (&shutdown,))?;

@@ -121,10 +121,17 @@ where
         Ok(runtime) => runtime,
         Err(error) => return Waited::Done(Err(error)),
     };
+    let check_signals = is_main_thread();
     py.detach(move || {
         runtime.block_on(async move {
             let future = AssertUnwindSafe(future).catch_unwind();
             tokio::pin!(future);
+            if !check_signals {
+                // Python runs signal handlers on the main thread only: nothing to check here.
+                return Waited::Done(future.await.unwrap_or_else(|panic| {
+                    Err(Error::Internal(panic_message(panic.as_ref())))
+                }));
+            }
             loop {
                 tokio::select! {
                     biased;
@@ -140,6 +147,28 @@ where
             }
         })
     })
+}
+
+/// The thread Python runs signal handlers on, recorded when the module is imported there.
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+/// Called at import: remembers the main thread when the import runs on it.
+pub(crate) fn record_main_thread(py: Python<'_>) -> PyResult<()> {
+    let threading = py.import("threading")?;
+    let current = threading.call_method0("current_thread")?;
+    let main = threading.call_method0("main_thread")?;
+    if current.is(&main) {
+        let _ = MAIN_THREAD.set(std::thread::current().id());
+    }
+    Ok(())
+}
+
+/// Whether signals may arrive on this thread; when unknown (imported off the main thread),
+/// every thread checks.
+fn is_main_thread() -> bool {
+    MAIN_THREAD
+        .get()
+        .is_none_or(|main| *main == std::thread::current().id())
 }
 
 /// Runs `future` and turns a panic inside it into [`Error::Internal`].
