@@ -261,12 +261,15 @@ class Page(_Model, Generic[T]):
         return len(self.data)
 
     def has_next_page(self) -> bool:
-        """Whether another page may follow: ``current < pages``, or, when the service does
-        not send ``pages``, whether this page was full. An empty page is always the last."""
+        """Whether another page may follow: ``current < pages``; without ``pages``,
+        ``current * size < total``; without either, whether this page was full. An empty
+        page is always the last."""
         if not self.data:
             return False
         if self.pages is not None:
             return self.current < self.pages
+        if self.total is not None:
+            return self.current * self.size < self.total
         return len(self.data) >= self.size
 
     def next_page(self) -> Page[T] | None:

@@ -9,4 +9,4 @@ mod pages;
 
 pub use listing::{PageRequest, Pager};
 pub use messages::SendMessage;
-pub use pages::PageStream;
+pub use pages::{PageStream, TaskScope};

@@ -4,6 +4,9 @@
 //! time with one page overlaps the next round trip. Never more than one page ahead: memory
 //! stays bounded by two pages however long the listing.
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 
@@ -11,6 +14,13 @@ use super::{PageRequest, Pager};
 use crate::client::{CallOptions, Client, Response};
 use crate::error::{Error, Result};
 use crate::wire::{FromWire, Page};
+
+type Fetched<T> = Result<Response<Page<T>>>;
+
+/// Wraps the read-ahead task's future before it is spawned: a binding uses it to carry the
+/// caller's context (e.g. the asyncio loop an async token callable must run on) into the task.
+pub type TaskScope<T> =
+    Arc<dyn Fn(BoxFuture<'static, Fetched<T>>) -> BoxFuture<'static, Fetched<T>> + Send + Sync>;
 
 pub struct PageStream<T: FromWire + Send + 'static> {
     client: Client,
@@ -25,6 +35,7 @@ pub struct PageStream<T: FromWire + Send + 'static> {
     finished: bool,
     /// The first item of the last page, to notice a service that repeats a page.
     last_first: Option<Map<String, Value>>,
+    scope: Option<TaskScope<T>>,
 }
 
 impl<T: FromWire + Send + 'static> PageStream<T> {
@@ -46,7 +57,13 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             ahead: None,
             finished: limit == Some(0),
             last_first: None,
+            scope: None,
         }
+    }
+
+    /// Sets how the next read-ahead task is wrapped (see [`TaskScope`]).
+    pub fn set_task_scope(&mut self, scope: Option<TaskScope<T>>) {
+        self.scope = scope;
     }
 
     /// The next page, or `None` after the last one. Needs a tokio runtime context (the
@@ -87,12 +104,17 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
         let wanted_more = self.limit.is_none_or(|limit| self.delivered < limit);
         if response.value.has_next_page() && wanted_more {
             let request = self.request(self.next_page_no)?;
-            self.ahead = Some(tokio::spawn(fetch(
+            let task: BoxFuture<'static, Fetched<T>> = Box::pin(fetch(
                 self.client.clone(),
                 self.pager,
                 request,
                 self.call.clone(),
-            )));
+            ));
+            let task = match &self.scope {
+                Some(scope) => scope(task),
+                None => task,
+            };
+            self.ahead = Some(tokio::spawn(task));
         } else {
             self.finished = true;
         }

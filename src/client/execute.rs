@@ -61,7 +61,8 @@ impl Client {
         };
         // `connect` belongs to the pool, which was built with the client's value.
         timeout.connect = self.options.timeout.connect;
-        let deadline = timeout.total.map(|total| started + total);
+        // A total too large for an Instant is no deadline at all.
+        let deadline = timeout.total.and_then(|total| started.checked_add(total));
         let max_retries = call.max_retries.unwrap_or(self.options.max_retries);
         let http = self.shared.transport.http()?;
         let idempotency_key = match &operation.send {
@@ -168,7 +169,13 @@ impl Client {
             let delay = (retries_done < max_retries && is_retryable(operation.safety, &error))
                 .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))
                 .flatten()
-                .filter(|delay| deadline.is_none_or(|d| Instant::now() + *delay < d));
+                .filter(|delay| {
+                    deadline.is_none_or(|d| {
+                        Instant::now()
+                            .checked_add(*delay)
+                            .is_some_and(|end| end < d)
+                    })
+                });
             let Some(delay) = delay else {
                 return Err(unknown_outcome(error, &operation));
             };
@@ -241,14 +248,12 @@ impl Client {
     }
 }
 
-/// How long the next attempt may take: `connect + read` when `read` is set, never past the
-/// overall deadline. `None`: unbounded.
+/// How long the next attempt may take: `read` when set, never past the overall deadline.
+/// `None`: unbounded. (Connecting, when the pool has no idle connection, happens inside the
+/// attempt and is bounded by `connect` as well.)
 fn attempt_budget(timeout: super::Timeout, deadline: Option<Instant>) -> Option<Duration> {
-    let per_attempt = timeout
-        .read
-        .map(|read| read + timeout.connect.unwrap_or(super::Timeout::DEFAULT_CONNECT));
     let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    match (per_attempt, remaining) {
+    match (timeout.read, remaining) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }

@@ -171,15 +171,34 @@ impl Client {
     }
 }
 
+/// Headers the client itself must own, and why: overriding them would leak or reuse a
+/// credential, send one idempotency key for different messages, or corrupt the framing.
+fn reserved_header(name: &HeaderName) -> Option<&'static str> {
+    use reqwest::header::{
+        AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+    };
+    if name == AUTHORIZATION {
+        Some("it comes from `token`")
+    } else if name.as_str() == "idempotency-key" {
+        Some("each send gets a fresh one; pass idempotency_key= to a send to choose it")
+    } else if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, HOST].contains(name) {
+        Some("it is set by the HTTP client from the request itself")
+    } else if name == CONTENT_TYPE {
+        Some("request bodies are always JSON")
+    } else {
+        None
+    }
+}
+
 fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| Error::Configuration(format!("{name:?} is not a valid header name")))?;
-        if header == reqwest::header::AUTHORIZATION {
-            return Err(Error::Configuration(
-                "the Authorization header comes from `token`; do not set it in headers".to_owned(),
-            ));
+        if let Some(why) = reserved_header(&header) {
+            return Err(Error::Configuration(format!(
+                "header {name:?} cannot be set in headers: {why}"
+            )));
         }
         // Header values may hold inner spaces (User-Agent strings), but never CR, LF or NUL.
         if value.chars().any(|c| c.is_control() && c != '\t') {

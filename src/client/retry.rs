@@ -70,11 +70,19 @@ pub(crate) fn is_retryable(safety: Safety, error: &Error) -> bool {
 /// `Retry-After`: delay-seconds or an HTTP date.
 pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
+    if value.bytes().all(|b| b.is_ascii_digit()) && !value.is_empty() {
+        // More seconds than a u64 holds is still "a very long wait", not garbage.
+        return Some(
+            value
+                .parse::<u64>()
+                .map_or(Duration::MAX, Duration::from_secs),
+        );
     }
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        if !seconds.is_finite() || seconds < 0.0 {
+            return None;
+        }
+        return Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX));
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -134,6 +142,13 @@ mod tests {
         let earlier = httpdate::fmt_http_date(now - Duration::from_secs(20));
         assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("NaN", now), None);
+        // Regression: these panicked in Duration::from_secs_f64.
+        assert_eq!(parse_retry_after("inf", now), None);
+        for huge in ["99999999999999999999", "1e20", "1e308"] {
+            assert_eq!(parse_retry_after(huge, now), Some(Duration::MAX), "{huge}");
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3_async_runtimes::generic::ContextExt;
+use pyo3_async_runtimes::TaskLocals;
 
 use super::convert;
 use super::errors::to_py;
-use super::runtime::{awaitable, catch_panics, wait, Reply, Waited};
-use crate::api::PageStream;
+use super::runtime::{awaitable, catch_panics, wait, BizmsgRuntime, Reply, Waited};
+use crate::api::{PageStream, TaskScope};
 use crate::client::Response;
 use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page};
 
@@ -21,11 +23,28 @@ enum Next {
     Numbers(crate::Result<Option<Response<Page<BusinessPhoneNumber>>>>),
 }
 
+/// The read-ahead task runs in `locals`' asyncio context (when the caller is async), so
+/// what it calls back into Python (an async token callable) finds the caller's loop.
+fn scope<T: crate::wire::FromWire + Send + 'static>(
+    locals: &Option<TaskLocals>,
+) -> Option<TaskScope<T>> {
+    let locals = locals.clone()?;
+    Some(Arc::new(move |task| {
+        BizmsgRuntime::scope(locals.clone(), task)
+    }))
+}
+
 impl Stream {
-    async fn next(&mut self) -> Next {
+    async fn next(&mut self, locals: Option<TaskLocals>) -> Next {
         match self {
-            Stream::Accounts(stream) => Next::Accounts(catch_panics(stream.next()).await),
-            Stream::Numbers(stream) => Next::Numbers(catch_panics(stream.next()).await),
+            Stream::Accounts(stream) => {
+                stream.set_task_scope(scope(&locals));
+                Next::Accounts(catch_panics(stream.next()).await)
+            }
+            Stream::Numbers(stream) => {
+                stream.set_task_scope(scope(&locals));
+                Next::Numbers(catch_panics(stream.next()).await)
+            }
         }
     }
 }
@@ -70,7 +89,7 @@ impl NativePageStream {
     /// The next page, or `None` after the last.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let stream = Arc::clone(&self.stream);
-        let next = wait(py, async move { Ok(stream.lock().await.next().await) });
+        let next = wait(py, async move { Ok(stream.lock().await.next(None).await) });
         match next {
             Waited::Done(Ok(next)) => next.into_py(py),
             Waited::Done(Err(error)) => Err(to_py(py, error)),
@@ -82,7 +101,8 @@ impl NativePageStream {
     fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stream = Arc::clone(&self.stream);
         awaitable(py, async move {
-            let next = stream.lock().await.next().await;
+            let locals = BizmsgRuntime::get_task_locals();
+            let next = stream.lock().await.next(locals).await;
             Reply::new(move |py| next.into_py(py))
         })
     }

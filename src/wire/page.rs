@@ -73,14 +73,16 @@ impl<T: FromWire> Page<T> {
         })
     }
 
-    /// Whether another page may follow this one. Without `pages`, a full page means "maybe".
+    /// Whether another page may follow this one: by `pages`, else by `total`, else a full
+    /// page means "maybe".
     pub fn has_next_page(&self) -> bool {
         if self.data.is_empty() {
             return false;
         }
-        match self.pages {
-            Some(pages) => self.current < pages,
-            None => (self.data.len() as i64) >= self.size,
+        match (self.pages, self.total) {
+            (Some(pages), _) => self.current < pages,
+            (None, Some(total)) => self.current.saturating_mul(self.size) < total,
+            (None, None) => (self.data.len() as i64) >= self.size,
         }
     }
 }
@@ -117,6 +119,10 @@ mod tests {
             ),
             (1, 2, None)
         );
+        let total_reached = page(json!({"data": [one, one], "total": 2, "current": 1, "size": 2}));
+        assert!(!total_reached.has_next_page());
+        let total_left = page(json!({"data": [one, one], "total": 3, "current": 1, "size": 2}));
+        assert!(total_left.has_next_page());
         let no_pages_short = page(json!({"data": [one]}));
         assert!(!no_pages_short.has_next_page());
         let empty = page(json!({"data": [], "total": 9, "current": 1, "pages": 5}));

@@ -1,22 +1,24 @@
 //! Timestamps: ISO 8601 with milliseconds and a numeric UTC offset per the spec. Services differ
 //! in the offset form, so `+08:00`, `+0800`, `+08` and `Z` are all accepted.
 
-use chrono::{DateTime, FixedOffset};
+use chrono::{DateTime, Datelike, FixedOffset};
 
 /// Parses a service timestamp; `None` when it is not one (the caller keeps the original text).
+/// Years 1 to 9999 only: what Python's `datetime` (and any sane service) can hold.
 pub fn parse_timestamp(text: &str) -> Option<DateTime<FixedOffset>> {
     let text = text.trim();
-    if let Ok(parsed) = DateTime::parse_from_rfc3339(text) {
-        return Some(parsed);
-    }
-    // `%z` accepts `+0800` and `+08:00`; `%#z` also accepts a bare hour `+08`.
-    [
-        "%Y-%m-%dT%H:%M:%S%.f%z",
-        "%Y-%m-%dT%H:%M:%S%.f%#z",
-        "%Y-%m-%d %H:%M:%S%.f%z",
-    ]
-    .iter()
-    .find_map(|format| DateTime::parse_from_str(text, format).ok())
+    let parsed = DateTime::parse_from_rfc3339(text).ok().or_else(|| {
+        // `%z` accepts `+0800` and `+08:00`; `%#z` also accepts a bare hour `+08`.
+        [
+            "%Y-%m-%dT%H:%M:%S%.f%z",
+            "%Y-%m-%dT%H:%M:%S%.f%#z",
+            "%Y-%m-%d %H:%M:%S%.f%z",
+        ]
+        .iter()
+        .find_map(|format| DateTime::parse_from_str(text, format).ok())
+    })?;
+    let year = parsed.naive_local().year();
+    (1..=9999).contains(&year).then_some(parsed)
 }
 
 #[cfg(test)]
@@ -54,6 +56,8 @@ mod tests {
             "yesterday",
             "2024-13-05T10:15:30.123+0800",
             "1709604930",
+            // Regression: parseable, but Python's datetime cannot hold year 0.
+            "0000-01-01T00:00:00.000Z",
         ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
         }

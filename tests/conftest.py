@@ -1,0 +1,149 @@
+"""Shared fixtures. Every test talks over real HTTP to the embedded sandbox; nothing in the
+HTTP layer is mocked.
+
+- ``sandbox`` / ``client`` / ``aclient``: a fresh sandbox (seed 0, tenants acme and globex) per
+  test, and clients on it for the first tenant (closed afterwards).
+- ``module_sandbox``: one sandbox per module, for hypothesis tests that hit the network (its
+  request log accumulates: read the last entries only).
+- ``sender`` / ``globex_sender``: the first number of each tenant of a seed-0 sandbox (always
+  CONNECTED, see docs/sandbox.md "Demo guarantee"), read once per session from a sandbox of its
+  own so that no test's request log holds the look-up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import bizmsg
+from bizmsg.testing import Sandbox
+
+settings.register_profile(
+    "bizmsg",
+    max_examples=60,
+    # Loopback round trips on a loaded 2-core machine vary too much for a per-example deadline.
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("bizmsg")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A business phone number of a seed-0 sandbox: as displayed, as digits, and its status."""
+
+    display: str
+    digits: str
+    status: str
+    phone_number_id: str
+
+
+def digits_of(text: str) -> str:
+    return "".join(c for c in text if c.isdigit())
+
+
+def compact(value: Any) -> str:
+    """JSON the way the client and serde_json write it: no spaces, non-ASCII kept."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def committed(sandbox: Sandbox) -> list[dict[str, Any]]:
+    """Send requests that made a message go out: accepted and not an idempotent replay."""
+    return [
+        r
+        for r in sandbox.sent_messages()
+        if r["status"] == 200
+        and not r["idempotent_replay"]
+        and isinstance(r["response_body"], dict)
+        and r["response_body"].get("status") == "ACCEPTED"
+    ]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (bound and released at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Seed0:
+    acme: list[Number]
+    globex: list[Number]
+
+
+@pytest.fixture(scope="session")
+def seed0() -> Seed0:
+    def numbers(client: bizmsg.Client) -> list[Number]:
+        page = client.business_phone_numbers.list(page_size=1000)
+        return [
+            Number(
+                display=n.display_phone_number or "",
+                digits=digits_of(n.display_phone_number or ""),
+                status=n.status or "",
+                phone_number_id=n.phone_number_id,
+            )
+            for n in page
+        ]
+
+    with Sandbox() as sb:
+        with sb.client() as acme, sb.client(token=sb.tenant_tokens["globex"]) as globex:
+            return Seed0(acme=numbers(acme), globex=numbers(globex))
+
+
+@pytest.fixture(scope="session")
+def sender(seed0: Seed0) -> Number:
+    first = seed0.acme[0]
+    assert first.status == "CONNECTED"
+    return first
+
+
+@pytest.fixture(scope="session")
+def globex_sender(seed0: Seed0) -> Number:
+    first = seed0.globex[0]
+    assert first.status == "CONNECTED"
+    return first
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as sb:
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def module_sandbox() -> Iterator[Sandbox]:
+    with Sandbox() as sb:
+        yield sb
+
+
+@pytest.fixture
+def client(sandbox: Sandbox) -> Iterator[bizmsg.Client]:
+    with sandbox.client() as c:
+        yield c
+
+
+@pytest.fixture
+def aclient(sandbox: Sandbox) -> Iterator[bizmsg.AsyncClient]:
+    c = sandbox.async_client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def bizmsg_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Everything logged, at every level (Rust TRACE included), captured for the test."""
+    caplog.set_level(1)
+    caplog.set_level(1, logger="bizmsg")
+    bizmsg.refresh_logging()
+    yield caplog
+    # caplog restores the levels after this teardown; the Rust side re-reads them lazily.
+    logging.getLogger("bizmsg").setLevel(logging.NOTSET)
+    bizmsg.refresh_logging()
