@@ -128,16 +128,12 @@ where
             tokio::pin!(future);
             if !check_signals {
                 // Python runs signal handlers on the main thread only: nothing to check here.
-                return Waited::Done(future.await.unwrap_or_else(|panic| {
-                    Err(Error::Internal(panic_message(panic.as_ref())))
-                }));
+                return Waited::Done(without_panic(future.await));
             }
             loop {
                 tokio::select! {
                     biased;
-                    outcome = &mut future => return Waited::Done(outcome.unwrap_or_else(|panic| {
-                        Err(Error::Internal(panic_message(panic.as_ref())))
-                    })),
+                    outcome = &mut future => return Waited::Done(without_panic(outcome)),
                     () = tokio::time::sleep(SIGNAL_CHECK) => {
                         if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
                             return Waited::Interrupted(interrupt);
@@ -176,10 +172,14 @@ pub(crate) async fn catch_panics<T, F>(future: F) -> crate::Result<T>
 where
     F: Future<Output = crate::Result<T>>,
 {
-    AssertUnwindSafe(future)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| Err(Error::Internal(panic_message(panic.as_ref()))))
+    without_panic(AssertUnwindSafe(future).catch_unwind().await)
+}
+
+/// A caught panic becomes [`Error::Internal`]: no panic crosses into Python.
+fn without_panic<T>(
+    outcome: Result<crate::Result<T>, Box<dyn std::any::Any + Send>>,
+) -> crate::Result<T> {
+    outcome.unwrap_or_else(|panic| Err(Error::Internal(panic_message(panic.as_ref()))))
 }
 
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
