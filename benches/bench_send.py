@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -257,7 +258,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", choices=["auto", "nginx", "sandbox"], default="auto")
     parser.add_argument("--requests", type=int, default=20000, help="per scenario, at most")
-    parser.add_argument("--seconds", type=float, default=5.0, help="per scenario, at most")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per scenario, at most")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians shown")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--json", action="store_true", help="print results as JSON")
@@ -275,18 +277,25 @@ def main() -> int:
                                                   "Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=5) as response:
             assert json.load(response)["code"] == "0"
-        for peer in peers(server.base_url):
-            row: dict[str, float] = {}
-            if peer.sync_call is not None:
-                row["sequential"] = sequential(peer.sync_call(), args.requests, args.seconds)
-                row[f"{args.threads} threads"] = threaded(peer.sync_call(), args.threads,
-                                                          args.requests, args.seconds)
-            if peer.async_call is not None:
-                row[f"async x{args.in_flight}"] = concurrent(peer.async_call, args.in_flight,
-                                                             args.requests, args.seconds)
-            results[peer.name] = row
-            print(f"  measured {peer.name}: " + ", ".join(f"{k} {v:,.0f}/s" for k, v in row.items()),
-                  file=sys.stderr)
+        # Rounds interleave the clients, and each figure is the median of its rounds, so
+        # drift in the machine's speed (other tenants, CPU boost) hits every client alike.
+        samples: dict[str, dict[str, list[float]]] = {}
+        found = peers(server.base_url)
+        for round_no in range(1, args.rounds + 1):
+            for peer in found:
+                row = samples.setdefault(peer.name, {})
+                if peer.sync_call is not None:
+                    row.setdefault("sequential", []).append(
+                        sequential(peer.sync_call(), args.requests, args.seconds))
+                    row.setdefault(f"{args.threads} threads", []).append(
+                        threaded(peer.sync_call(), args.threads, args.requests, args.seconds))
+                if peer.async_call is not None:
+                    row.setdefault(f"async x{args.in_flight}", []).append(
+                        concurrent(peer.async_call, args.in_flight, args.requests, args.seconds))
+                print(f"  round {round_no}: {peer.name}: " + ", ".join(
+                    f"{k} {v[-1]:,.0f}/s" for k, v in row.items()), file=sys.stderr)
+        results = {name: {k: statistics.median(v) for k, v in row.items()}
+                   for name, row in samples.items()}
     finally:
         server.close()
 
@@ -294,7 +303,8 @@ def main() -> int:
         print(json.dumps({"server": kind, "results": results}, indent=2))
         return 0
     scenarios = ["sequential", f"{args.threads} threads", f"async x{args.in_flight}"]
-    print(f"\nsends per second against {kind} on loopback (higher is better)\n")
+    print(f"\nsends per second against {kind} on loopback, median of {args.rounds} interleaved "
+          f"rounds (higher is better)\n")
     print(f"{'client':<12}" + "".join(f"{s:>16}" for s in scenarios))
     for name, row in results.items():
         print(f"{name:<12}" + "".join(
