@@ -218,6 +218,26 @@ def test_with_options_per_request_does_not_leak(sandbox: Sandbox) -> None:
     assert record["headers"]["x-request-no"] == "last"
 
 
+def test_with_options_handles_reuse_one_keep_alive_connection(sandbox: Sandbox) -> None:
+    # Sequential calls through many derived handles all travel on the first handle's
+    # connection: one pool, no new connections per with_options().
+    with sandbox.client() as client:
+        client.business_accounts.list(page_size=1)
+        for i in range(30):
+            derived = client.with_options(headers={"X-Request-No": str(i)}, max_retries=1)
+            derived.business_phone_numbers.list(page_size=1)
+    connections = {record["connection"] for record in sandbox.requests()}
+    assert connections == {1}
+    assert len(sandbox.requests()) == 31
+
+
+def test_separate_clients_do_not_share_connections(sandbox: Sandbox) -> None:
+    with sandbox.client() as first, sandbox.client() as second:
+        first.business_accounts.list(page_size=1)
+        second.business_accounts.list(page_size=1)
+    assert [record["connection"] for record in sandbox.requests()] == [1, 2]
+
+
 async def test_async_with_options(sandbox: Sandbox) -> None:
     async with sandbox.async_client() as client:
         derived = client.with_options(headers={"X-From": "async"}, max_retries=0)

@@ -105,7 +105,8 @@ class Sandbox:
     def requests(self) -> list[dict[str, Any]]:
         """Every request received, oldest first: ``method``, ``path``, ``query``, ``headers``
         (lower-case names), ``body`` (decoded JSON or ``None``), ``body_text``, ``tenant``,
-        ``status``, ``response_body``, ``idempotent_replay``, ``request_id``."""
+        ``status``, ``response_body``, ``idempotent_replay``, ``request_id``, ``connection`` (the
+        TCP connection it came on, numbered from 1: equal numbers mean keep-alive reuse)."""
         return self._server.requests()
 
     def sent_messages(self) -> list[dict[str, Any]]:

@@ -198,6 +198,7 @@ fn records(py: Python<'_>, requests: Vec<RecordedRequest>) -> PyResult<Bound<'_,
         record.set_item("response_body", response_body)?;
         record.set_item("idempotent_replay", request.idempotent_replay)?;
         record.set_item("request_id", request.request_id)?;
+        record.set_item("connection", request.connection)?;
         list.append(record)?;
     }
     Ok(list)

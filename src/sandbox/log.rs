@@ -35,6 +35,8 @@ pub struct RecordedRequest {
     pub idempotent_replay: bool,
     /// The `X-Request-Id` the sandbox answered with.
     pub request_id: String,
+    /// The TCP connection it arrived on, numbered from 1 in accept order (0: not known).
+    pub connection: u64,
 }
 
 impl RecordedRequest {
@@ -58,6 +60,10 @@ impl RecordedRequest {
             response_body: None,
             idempotent_replay: false,
             request_id,
+            connection: parts
+                .extensions
+                .get::<super::server::ConnectionNumber>()
+                .map_or(0, |number| number.0),
         }
     }
 

@@ -36,6 +36,11 @@ impl CutSignal {
     }
 }
 
+/// Which TCP connection (numbered from 1 in accept order) a request arrived on, so tests can
+/// see keep-alive reuse. Put into every request's extensions by the connection task.
+#[derive(Clone, Copy)]
+pub(crate) struct ConnectionNumber(pub(crate) u64);
+
 /// A running sandbox server. Every method may be called from any thread; dropping it shuts the
 /// server down.
 pub struct Sandbox {
@@ -137,12 +142,15 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+    let mut accepted_so_far = 0u64;
     loop {
         tokio::select! {
             () = stopped(&mut stop) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, router.clone(), stop.clone()));
+                    accepted_so_far += 1;
+                    let number = ConnectionNumber(accepted_so_far);
+                    tokio::spawn(serve_connection(stream, number, router.clone(), stop.clone()));
                 }
                 Err(error) => {
                     // Usually out of file descriptors: back off instead of spinning.
@@ -155,7 +163,12 @@ async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Rec
     ::log::info!("sandbox stopped");
 }
 
-async fn serve_connection(stream: TcpStream, router: Router, mut stop: watch::Receiver<bool>) {
+async fn serve_connection(
+    stream: TcpStream,
+    number: ConnectionNumber,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+) {
     // Small JSON answers: do not let Nagle hold them back.
     let _ = stream.set_nodelay(true);
     let cut = Arc::new(Notify::new());
@@ -163,6 +176,7 @@ async fn serve_connection(stream: TcpStream, router: Router, mut stop: watch::Re
     let service = TowerToHyperService::new(router);
     let service = hyper::service::service_fn(move |mut request| {
         request.extensions_mut().insert(signal.clone());
+        request.extensions_mut().insert(number);
         service.call(request)
     });
     let connection = http1::Builder::new()
