@@ -44,8 +44,13 @@ impl Backoff {
         }
         let exponent = retry.saturating_sub(1).min(30);
         let base = self.initial.saturating_mul(1u32 << exponent).min(self.max);
-        let jitter = self.jitter.clamp(0.0, 1.0) * fastrand::f64();
-        Some(base.mul_f64(1.0 - jitter))
+        // A NaN fraction would make `mul_f64` panic: it counts as no jitter.
+        let fraction = if self.jitter.is_nan() {
+            0.0
+        } else {
+            self.jitter.clamp(0.0, 1.0)
+        };
+        Some(base.mul_f64(1.0 - fraction * fastrand::f64()))
     }
 }
 
@@ -124,6 +129,11 @@ mod tests {
             Some(Duration::from_secs(3))
         );
         assert_eq!(backoff.delay(1, Some(Duration::from_secs(61))), None);
+        let nan = Backoff {
+            jitter: f64::NAN,
+            ..Backoff::default()
+        };
+        assert_eq!(nan.delay(1, None), Some(Duration::from_millis(500)));
     }
 
     #[test]
