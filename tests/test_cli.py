@@ -39,6 +39,18 @@ def test_demo_runs_and_prints_the_send_result() -> None:
     assert out.rstrip().endswith("done.")
 
 
+def test_demo_piped_into_a_reader_that_stops_early_exits_quietly() -> None:
+    # Regression: `bizmsg demo | head -2` ended in a BrokenPipeError traceback.
+    demo = subprocess.Popen([sys.executable, "-m", "bizmsg", "demo"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert demo.stdout is not None and demo.stderr is not None
+    demo.stdout.readline()
+    demo.stdout.close()  # the reader goes away after one line
+    stderr = demo.stderr.read().decode()
+    assert demo.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr
+
+
 def test_demo_with_another_seed() -> None:
     done = run("demo", "--seed", "3")
     assert done.returncode == 0, done.stderr

@@ -1,9 +1,11 @@
 """The ``bizmsg`` command: ``bizmsg demo`` and ``bizmsg sandbox``."""
 
+
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -13,6 +15,11 @@ from . import __version__
 from .errors import BizmsgError, SendRejectedError
 from .models import Template
 from .testing import Sandbox
+
+DESCRIPTION = (
+    "bizmsg: the Business Chat Messaging Service SDK. 'demo' runs the SDK against the embedded "
+    "sandbox service; 'sandbox' serves that sandbox on a port, to try with curl."
+)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -88,7 +95,7 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bizmsg", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bizmsg", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"bizmsg {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -112,3 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BizmsgError as error:
         print(f"bizmsg: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`bizmsg demo | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
