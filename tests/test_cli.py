@@ -41,8 +41,9 @@ def test_demo_runs_and_prints_the_send_result() -> None:
 
 def test_demo_piped_into_a_reader_that_stops_early_exits_quietly() -> None:
     # Regression: `bizmsg demo | head -2` ended in a BrokenPipeError traceback.
-    demo = subprocess.Popen([sys.executable, "-m", "bizmsg", "demo"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    # Unbuffered, so the demo writes while the reader is gone (not only at exit).
+    demo = subprocess.Popen([sys.executable, "-u", "-m", "bizmsg", "demo"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert demo.stdout is not None and demo.stderr is not None
     demo.stdout.readline()
     demo.stdout.close()  # the reader goes away after one line
