@@ -238,8 +238,9 @@ def test_request_log_records_everything_and_clears(sandbox: Sandbox, client: biz
     assert [r["method"] for r in records] == ["GET", "POST"]
     assert sandbox.sent_messages() == records[1:]
     expected_keys = {"method", "path", "query", "headers", "body", "body_text", "tenant", "status",
-                     "response_body", "idempotent_replay", "request_id"}
+                     "response_body", "idempotent_replay", "request_id", "connection"}
     assert all(set(r) == expected_keys for r in records)
+    assert [r["connection"] for r in records] == [1, 1]  # one client, one keep-alive connection
     assert records[0]["body"] is None
     assert records[1]["body"] == json.loads(records[1]["body_text"])
     sandbox.clear_requests()

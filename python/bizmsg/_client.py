@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Union, overload
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, overload
 
 from . import _native
 from .errors import BizmsgError, ConfigurationError
@@ -409,9 +409,15 @@ class AsyncMessages(_Resource):
         )
 
 
-class _Listing(_Resource):
+ItemT = TypeVar("ItemT", BusinessAccount, BusinessPhoneNumber)
+
+
+class _Listing(_Resource, Generic[ItemT]):
+    """What both listings share; ``_KIND`` tells the Rust side which one (0: accounts,
+    1: phone numbers)."""
+
     __slots__ = ()
-    _KIND: int
+    _KIND: ClassVar[int]
 
     def _link(self, page: Any, page_size: int, timeout: Timeout | None,
               max_retries: int | None) -> None:
@@ -423,53 +429,88 @@ class _Listing(_Resource):
         timeout_ = _timeout_arg(timeout)
         return self._native.pages(self._KIND, page_no, page_size, limit, timeout_, max_retries), timeout_
 
-    def _pages(self, page_no: int, page_size: int, timeout: TimeoutArg,
-               max_retries: int | None) -> Iterator[Any]:
-        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
-        return self._drain(stream, page_size, timeout_, max_retries)
 
-    def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
-               max_retries: int | None) -> Iterator[Any]:
-        while (page := stream.next()) is not None:
-            self._link(page, page_size, timeout, max_retries)
-            yield page
+class _SyncListing(_Listing[ItemT]):
+    __slots__ = ()
 
-    def _items(self, page_size: int, limit: int | None, timeout: TimeoutArg,
-               max_retries: int | None) -> Iterator[Any]:
-        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _take(_flatten(stream), limit)
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> Page[ItemT]: ...
+    @overload
+    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
 
-    def _list(self, page_no: int, page_size: int, raw: bool, timeout: TimeoutArg,
-              max_retries: int | None) -> Any:
+    def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+             timeout: TimeoutArg = None, max_retries: int | None = None
+             ) -> Page[ItemT] | dict[str, Any]:
+        """One page (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True`` returns the
+        JSON object exactly as received."""
         timeout_ = _timeout_arg(timeout)
         page = self._native.list(self._KIND, page_no, page_size, raw, timeout_, max_retries)
         if not raw:
             self._link(page, page_size, timeout_, max_retries)
         return page
 
-    async def _list_async(self, page_no: int, page_size: int, raw: bool, timeout: TimeoutArg,
-                          max_retries: int | None) -> Any:
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> Iterator[ItemT]:
+        """Every item across pages, lazily. ``limit`` caps the number of items in total;
+        ``page_size`` is only the request size. The next page is fetched in the background
+        while you consume the current one (one page ahead, never more)."""
+        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
+        return _take(_flatten(stream), limit)
+
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> Iterator[Page[ItemT]]:
+        """Every page from ``page_no`` on, lazily, reading one page ahead."""
+        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
+        return self._drain(stream, page_size, timeout_, max_retries)
+
+    def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
+               max_retries: int | None) -> Iterator[Page[ItemT]]:
+        while (page := stream.next()) is not None:
+            self._link(page, page_size, timeout, max_retries)
+            yield page
+
+
+class _AsyncListing(_Listing[ItemT]):
+    __slots__ = ()
+
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...) -> Page[ItemT]: ...
+    @overload
+    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
+
+    async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
+                   timeout: TimeoutArg = None, max_retries: int | None = None
+                   ) -> Page[ItemT] | dict[str, Any]:
+        """Awaitable: one page (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True``
+        returns the JSON object exactly as received."""
         timeout_ = _timeout_arg(timeout)
         page = await self._native.list_async(self._KIND, page_no, page_size, raw, timeout_, max_retries)
         if not raw:
             self._link(page, page_size, timeout_, max_retries)
         return page
 
-    def _apages(self, page_no: int, page_size: int, timeout: TimeoutArg,
-                max_retries: int | None) -> AsyncIterator[Any]:
-        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
-        return self._adrain(stream, page_size, timeout_, max_retries)
+    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
+             max_retries: int | None = None) -> AsyncIterator[ItemT]:
+        """``async for`` over every item across pages; ``limit`` caps the items in total,
+        ``page_size`` is only the request size; one page is read ahead."""
+        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
+        return _atake(stream, limit)
 
-    async def _adrain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
-                      max_retries: int | None) -> AsyncIterator[Any]:
+    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
+                   max_retries: int | None = None) -> AsyncIterator[Page[ItemT]]:
+        """``async for`` over every page from ``page_no`` on, reading one page ahead."""
+        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
+        return self._drain(stream, page_size, timeout_, max_retries)
+
+    async def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
+                     max_retries: int | None) -> AsyncIterator[Page[ItemT]]:
         while (page := await stream.next_async()) is not None:
             self._link(page, page_size, timeout, max_retries)
             yield page
-
-    def _aitems(self, page_size: int, limit: int | None, timeout: TimeoutArg,
-                max_retries: int | None) -> AsyncIterator[Any]:
-        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _atake(stream, limit)
 
 
 def _flatten(stream: _native.PageStream) -> Iterator[Any]:
@@ -499,131 +540,29 @@ async def _atake(stream: _native.PageStream, limit: int | None) -> AsyncIterator
                 return
 
 
-class BusinessAccounts(_Listing):
+class BusinessAccounts(_SyncListing[BusinessAccount]):
     """``client.business_accounts``: the caller's business accounts, each with its numbers."""
 
     __slots__ = ()
     _KIND = 0
 
-    @overload
-    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
-             timeout: TimeoutArg = ..., max_retries: int | None = ...
-             ) -> Page[BusinessAccount]: ...
-    @overload
-    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
-             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
 
-    def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
-             timeout: TimeoutArg = None, max_retries: int | None = None
-             ) -> Page[BusinessAccount] | dict[str, Any]:
-        """One page of accounts (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True``
-        returns the JSON object exactly as received."""
-        return self._list(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
-
-    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
-             max_retries: int | None = None) -> Iterator[BusinessAccount]:
-        """Every account across pages, lazily. ``limit`` caps the number of items in total;
-        ``page_size`` is only the request size. The next page is fetched in the background
-        while you consume the current one (one page ahead, never more)."""
-        return self._items(page_size, limit, timeout, max_retries)
-
-    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
-                   max_retries: int | None = None) -> Iterator[Page[BusinessAccount]]:
-        """Every page from ``page_no`` on, lazily, reading one page ahead."""
-        return self._pages(page_no, page_size, timeout, max_retries)
-
-
-class BusinessPhoneNumbers(_Listing):
+class BusinessPhoneNumbers(_SyncListing[BusinessPhoneNumber]):
     """``client.business_phone_numbers``: the caller's business phone numbers."""
 
     __slots__ = ()
     _KIND = 1
 
-    @overload
-    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
-             timeout: TimeoutArg = ..., max_retries: int | None = ...
-             ) -> Page[BusinessPhoneNumber]: ...
-    @overload
-    def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
-             timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
 
-    def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
-             timeout: TimeoutArg = None, max_retries: int | None = None
-             ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
-        """One page of phone numbers (``page_no`` from 1, ``page_size`` 1 to 1000).
-        ``raw=True`` returns the JSON object exactly as received."""
-        return self._list(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
-
-    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
-             max_retries: int | None = None) -> Iterator[BusinessPhoneNumber]:
-        """Every phone number across pages, lazily; see :meth:`BusinessAccounts.iter`."""
-        return self._items(page_size, limit, timeout, max_retries)
-
-    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
-                   max_retries: int | None = None) -> Iterator[Page[BusinessPhoneNumber]]:
-        """Every page from ``page_no`` on, lazily, reading one page ahead."""
-        return self._pages(page_no, page_size, timeout, max_retries)
-
-
-class AsyncBusinessAccounts(_Listing):
+class AsyncBusinessAccounts(_AsyncListing[BusinessAccount]):
     """``client.business_accounts`` of an :class:`AsyncClient`."""
 
     __slots__ = ()
     _KIND = 0
 
-    @overload
-    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
-                   timeout: TimeoutArg = ..., max_retries: int | None = ...
-                   ) -> Page[BusinessAccount]: ...
-    @overload
-    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
-                   timeout: TimeoutArg = ..., max_retries: int | None = ...
-                   ) -> dict[str, Any]: ...
 
-    async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
-                   timeout: TimeoutArg = None, max_retries: int | None = None
-                   ) -> Page[BusinessAccount] | dict[str, Any]:
-        """Awaitable :meth:`BusinessAccounts.list`."""
-        return await self._list_async(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
-
-    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
-             max_retries: int | None = None) -> AsyncIterator[BusinessAccount]:
-        """``async for`` over every account; see :meth:`BusinessAccounts.iter`."""
-        return self._aitems(page_size, limit, timeout, max_retries)
-
-    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
-                   max_retries: int | None = None) -> AsyncIterator[Page[BusinessAccount]]:
-        """``async for`` over every page from ``page_no`` on, reading one page ahead."""
-        return self._apages(page_no, page_size, timeout, max_retries)
-
-
-class AsyncBusinessPhoneNumbers(_Listing):
+class AsyncBusinessPhoneNumbers(_AsyncListing[BusinessPhoneNumber]):
     """``client.business_phone_numbers`` of an :class:`AsyncClient`."""
 
     __slots__ = ()
     _KIND = 1
-
-    @overload
-    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
-                   timeout: TimeoutArg = ..., max_retries: int | None = ...
-                   ) -> Page[BusinessPhoneNumber]: ...
-    @overload
-    async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
-                   timeout: TimeoutArg = ..., max_retries: int | None = ...
-                   ) -> dict[str, Any]: ...
-
-    async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
-                   timeout: TimeoutArg = None, max_retries: int | None = None
-                   ) -> Page[BusinessPhoneNumber] | dict[str, Any]:
-        """Awaitable :meth:`BusinessPhoneNumbers.list`."""
-        return await self._list_async(page_no, page_size, raw, timeout, max_retries)  # type: ignore[no-any-return]
-
-    def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
-             max_retries: int | None = None) -> AsyncIterator[BusinessPhoneNumber]:
-        """``async for`` over every phone number; see :meth:`BusinessAccounts.iter`."""
-        return self._aitems(page_size, limit, timeout, max_retries)
-
-    def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
-                   max_retries: int | None = None) -> AsyncIterator[Page[BusinessPhoneNumber]]:
-        """``async for`` over every page from ``page_no`` on, reading one page ahead."""
-        return self._apages(page_no, page_size, timeout, max_retries)
