@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::client::Meta;
 use crate::wire::SendResult;
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -32,6 +33,24 @@ pub enum ApiBody {
     Text(String),
 }
 
+/// A send the service answered with a failed commit, and how that call went.
+#[derive(Debug, Clone)]
+pub struct Rejected {
+    pub result: SendResult,
+    pub meta: Meta,
+}
+
+/// An error raised by the caller's own code (a token callable), kept opaque so that a binding
+/// can hand the original back (the core knows nothing of Python).
+#[derive(Clone)]
+pub struct Foreign(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl fmt::Debug for Foreign {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Foreign(..)")
+    }
+}
+
 /// Everything needed to reconcile a send whose outcome is unknown.
 #[derive(Debug, Clone)]
 pub struct UnknownOutcome {
@@ -46,6 +65,8 @@ pub struct UnknownOutcome {
 pub enum Error {
     /// The client was configured wrongly (missing token, bad base URL, bad header value, ...).
     Configuration(String),
+    /// The token provider failed; `cause` is what it raised.
+    TokenProvider { message: String, cause: Foreign },
     /// An argument was refused before any request was made.
     Validation { field: String, message: String },
     /// The connection could not be established: the request provably never reached the service.
@@ -64,7 +85,7 @@ pub enum Error {
     /// the same items again, which would otherwise make a listing loop forever.
     Pagination(String),
     /// The send result reports a failed commit.
-    SendRejected(Box<SendResult>),
+    SendRejected(Box<Rejected>),
     /// The client was closed before the call.
     Closed,
     /// A bug in bizmsg (a caught panic, an impossible state). Never a panic across the FFI.
@@ -77,17 +98,6 @@ impl Error {
             field: field.to_owned(),
             message: message.into(),
         }
-    }
-
-    /// Whether the error is a transport failure (no complete HTTP answer was received).
-    pub fn is_transport(&self) -> bool {
-        matches!(
-            self,
-            Error::Connect(_)
-                | Error::Timeout(_)
-                | Error::ConnectionBroken(_)
-                | Error::SendOutcomeUnknown(_)
-        )
     }
 
     /// The HTTP status of the answer, when there was one.
@@ -103,6 +113,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Configuration(message) => write!(f, "{message}"),
+            Error::TokenProvider { message, .. } => {
+                write!(f, "the token provider failed: {message}")
+            }
             Error::Validation { field, message } => write!(f, "invalid {field}: {message}"),
             Error::Connect(message) => write!(f, "could not connect: {message}"),
             Error::Timeout(message) => write!(f, "timed out: {message}"),
@@ -110,7 +123,9 @@ impl fmt::Display for Error {
             Error::SendOutcomeUnknown(unknown) => write!(
                 f,
                 "the message to {} (template {:?}) may or may not have been sent: {}; it was not \
-                 retried. Send again with idempotency_key={:?} to be sure it is sent exactly once",
+                 retried. It went out with Idempotency-Key {:?}: check whether it arrived before \
+                 sending again (re-sending with idempotency_key= that key is safe only where the \
+                 service honours the header, as the sandbox does)",
                 crate::validate::mask_phone(&unknown.to),
                 unknown.template_name,
                 unknown.cause,
@@ -132,11 +147,15 @@ impl fmt::Display for Error {
                     "unexpected response body: {message}; body starts {snippet:?}"
                 )
             }
-            Error::SendRejected(result) => write!(
+            Error::SendRejected(rejected) => write!(
                 f,
                 "the service rejected the message: code {}{}",
-                result.code_string().unwrap_or_else(|| "<none>".to_owned()),
-                result
+                rejected
+                    .result
+                    .code_string()
+                    .unwrap_or_else(|| "<none>".to_owned()),
+                rejected
+                    .result
                     .msg
                     .as_deref()
                     .map(|m| format!(": {m}"))

@@ -61,6 +61,31 @@ async def test_concurrent_calls_on_one_client(
     assert sorted(r["body"]["to"] for r in committed(sandbox)) == [f"1415555{i:04d}" for i in range(6)]
 
 
+async def test_cancelling_drops_the_rust_future_no_later_attempt_is_made(
+    sandbox: Sandbox, aclient: bizmsg.AsyncClient
+) -> None:
+    # asyncio would cancel the Python future on its own; only a dropped Rust future also
+    # stops the retries it had scheduled.
+    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "0.5"}, times=5)
+    task = asyncio.create_task(aclient.business_accounts.list(max_retries=4))
+    while not sandbox.requests():
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(1.3)  # two more attempts would have happened by now
+    assert len(sandbox.requests()) == 1
+
+
+async def test_on_retry_of_an_async_client_runs_on_the_event_loop(sandbox: Sandbox) -> None:
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "0"})
+    async with sandbox.async_client(on_retry=lambda *_: seen.append(threading.get_ident())) as c:
+        await c.business_accounts.list()
+    assert seen == [loop_thread]
+
+
 async def test_cancelling_a_slow_call_is_prompt_and_leaves_the_client_usable(
     sandbox: Sandbox, aclient: bizmsg.AsyncClient
 ) -> None:

@@ -463,23 +463,52 @@ def test_proxy_setting_is_used(sandbox: Sandbox) -> None:
     assert sandbox.requests() == []  # it went to the (dead) proxy, not to the sandbox
 
 
-def test_proxy_environment_and_no_proxy_are_honoured(
-    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
-) -> None:
-    dead_proxy = f"http://127.0.0.1:{free_port()}"
+def _only_http_proxy(monkeypatch: pytest.MonkeyPatch, proxy: str) -> None:
     for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", dead_proxy)
-    monkeypatch.setenv("http_proxy", dead_proxy)
-    with sandbox.client(max_retries=0) as client:
-        with pytest.raises(bizmsg.ConnectError):
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("http_proxy", proxy)
+
+
+def test_proxy_environment_and_no_proxy_are_honoured_for_a_remote_service(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
+) -> None:
+    # The sandbox plays the proxy: a proxied request arrives in absolute form for
+    # api.example.test, and the sandbox serves it by its path.
+    _only_http_proxy(monkeypatch, sandbox.base_url)
+    remote = dict(token=sandbox.token, base_url="http://api.example.test",
+                  allow_insecure_http=True, max_retries=0)
+    with bizmsg.Client(**remote) as client:  # type: ignore[arg-type]
+        assert len(client.business_accounts.list()) == 3
+    [proxied] = sandbox.requests()
+    assert proxied["headers"]["host"] == "api.example.test"
+    monkeypatch.setenv("NO_PROXY", "api.example.test")
+    monkeypatch.setenv("no_proxy", "api.example.test")
+    with bizmsg.Client(**remote) as client:  # type: ignore[arg-type]
+        with pytest.raises(bizmsg.ConnectError):  # direct: the name does not resolve
             client.business_accounts.list()
-    assert sandbox.requests() == []
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    assert len(sandbox.requests()) == 1
+
+
+def test_environment_proxies_are_not_used_for_plain_http_to_loopback(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
+) -> None:
+    # Regression: an HTTP_PROXY took a loopback http:// call (and its token, in clear text)
+    # to the proxy.
+    _only_http_proxy(monkeypatch, f"http://127.0.0.1:{free_port()}")  # nothing listens there
     with sandbox.client(max_retries=0) as client:
         assert len(client.business_accounts.list()) == 3
     assert len(sandbox.requests()) == 1
+
+
+def test_an_explicit_proxy_honours_no_proxy(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
+) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    dead_proxy = f"http://127.0.0.1:{free_port()}"
+    with sandbox.client(proxy=dead_proxy, max_retries=0) as client:
+        assert len(client.business_accounts.list()) == 3
 
 
 def test_bad_proxy_is_a_configuration_error() -> None:
@@ -531,3 +560,35 @@ def test_repr_shows_no_token(sandbox: Sandbox) -> None:
     aclient = sandbox.async_client()
     assert repr(aclient) == f"AsyncClient(base_url={sandbox.base_url!r}, token=<redacted>)"
     aclient.close()
+
+
+@pytest.mark.parametrize("codes", ["10", b"0", 0])
+def test_success_codes_must_be_a_collection_of_codes(sandbox: Sandbox, codes: Any) -> None:
+    # Regression: "10" was split into the codes "1" and "0", so code 1 passed as success.
+    with pytest.raises(bizmsg.ConfigurationError, match="success_codes"):
+        sandbox.client(success_codes=codes)
+
+
+def test_success_codes_may_mix_numbers_and_strings(sandbox: Sandbox, sender: Number) -> None:
+    with sandbox.client(success_codes=[0, "200"]) as client:
+        result = client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+        )
+    assert result.ok
+
+
+def test_closing_a_with_options_handle_leaves_its_parent_open(sandbox: Sandbox) -> None:
+    # Regression: `with client.with_options(...) as c:` closed the shared pool for good.
+    client = sandbox.client()
+    with client.with_options(timeout=5.0) as derived:
+        derived.business_accounts.list(page_size=1)
+    assert not client.is_closed
+    assert len(client.business_accounts.list(page_size=1)) == 1
+    client.close()
+    assert client.is_closed and derived.is_closed
+
+
+@pytest.mark.parametrize("value", ["a\tb", " leading", "trailing ", "x\r\ny"])
+def test_header_values_with_tabs_or_outer_whitespace_are_refused(value: str) -> None:
+    with pytest.raises(bizmsg.ConfigurationError, match="X-Custom"):
+        bizmsg.Client("t", base_url="https://api.example.com", default_headers={"X-Custom": value})

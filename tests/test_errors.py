@@ -254,16 +254,25 @@ def test_any_2xx_is_a_success(sandbox: Sandbox, client: bizmsg.Client, sender: N
     assert result.meta is not None and result.meta.status_code == 202
 
 
-def test_an_empty_send_result_is_a_failed_commit_not_a_success(
-    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+@pytest.mark.parametrize("body", [
+    "{}",
+    '{"smsId": "m-1", "status": "FAILED", "msg": "recipient blocked"}',
+    '{"smsId": "m-1", "status": "ACCEPTED", "code": null}',
+])
+def test_a_send_result_without_a_code_is_never_a_success(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, body: str
 ) -> None:
-    sandbox.inject("send", status=200, body="{}")
-    with pytest.raises(bizmsg.SendRejectedError) as caught:
+    # Regression: an smsId without a code passed as a success, even with status FAILED.
+    # Without a code the commit cannot be judged, so the outcome is unknown, with the key.
+    sandbox.inject("send", status=200, body=body)
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
         client.messages.send_template(
             to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
         )
-    assert caught.value.result == bizmsg.SendResult(sms_id=None, status=None, code=None, msg=None)
-    assert caught.value.code is None
+    assert isinstance(caught.value.__cause__, bizmsg.DecodeError)
+    assert "no `code`" in str(caught.value.__cause__)
+    [sent] = sandbox.sent_messages()
+    assert caught.value.idempotency_key == sent["headers"]["idempotency-key"]
 
 
 # --- transport errors -------------------------------------------------------------------------
@@ -472,13 +481,26 @@ def test_from_dict_without_an_id_is_a_decode_error() -> None:
         bizmsg.Page.from_dict({"data": {"not": "a list"}})
 
 
-async def test_async_decode_error(sandbox: Sandbox, aclient: bizmsg.AsyncClient, sender: Number) -> None:
-    sandbox.inject("send", status=200, body="OK")
+async def test_async_decode_error(sandbox: Sandbox, aclient: bizmsg.AsyncClient) -> None:
+    sandbox.inject("business_accounts", status=200, body="OK")
     with pytest.raises(bizmsg.DecodeError) as caught:
+        await aclient.business_accounts.list(max_retries=0)
+    assert caught.value.snippet == "OK"
+
+
+async def test_a_send_answered_with_an_unreadable_2xx_is_an_unknown_outcome(
+    sandbox: Sandbox, aclient: bizmsg.AsyncClient, sender: Number
+) -> None:
+    # The service said 2xx, so it probably committed: a plain DecodeError would drop the key
+    # needed to reconcile.
+    sandbox.inject("send", status=200, body="OK")
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
         await aclient.messages.send_template(
             to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
         )
-    assert caught.value.snippet == "OK"
+    cause = caught.value.__cause__
+    assert isinstance(cause, bizmsg.DecodeError) and cause.snippet == "OK"
+    assert caught.value.to == "14155550100" and caught.value.template_name == "n"
 
 
 # --- SendRejectedError ------------------------------------------------------------------------
@@ -605,14 +627,14 @@ def test_empty_success_codes_are_a_configuration_error(sandbox: Sandbox) -> None
 # --- InternalError ----------------------------------------------------------------------------
 
 
-def test_internal_error_instead_of_a_crash(sandbox: Sandbox, client: bizmsg.Client) -> None:
-    # No public call reaches an impossible state; the native layer's own guard does (an
-    # unknown listing kind), and must surface as a BizmsgError, never as a panic.
-    with pytest.raises(bizmsg.InternalError) as caught:
-        client._native.list(7, 1, 20, False, None, None)
-    assert isinstance(caught.value, bizmsg.BizmsgError)
-    assert "7" in str(caught.value)
+def test_misuse_of_the_native_layer_is_a_clean_error_not_a_crash(
+    sandbox: Sandbox, client: bizmsg.Client
+) -> None:
+    # The listing kind is a typed enum at the boundary: a wrong value cannot reach Rust.
+    with pytest.raises(TypeError, match="Listing"):
+        client._native.list(7, 1, 20, False, None, None)  # type: ignore[arg-type]
     assert sandbox.requests() == []
+    assert issubclass(bizmsg.InternalError, bizmsg.BizmsgError)
 
 
 def test_every_error_class_is_covered_here() -> None:
@@ -624,3 +646,110 @@ def test_every_error_class_is_covered_here() -> None:
     elsewhere = {"PaginationError"}
     for name in set(bizmsg.errors.__all__) - abstract - elsewhere:
         assert f"bizmsg.{name}" in source.replace("bizmsg.errors.", "bizmsg."), name
+
+
+def test_every_error_survives_pickling_with_its_attributes(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    # Regression: keyword-only attributes made unpickling fail (e.g. across a process pool).
+    import pickle
+
+    errors: list[bizmsg.BizmsgError] = []
+    with pytest.raises(bizmsg.AuthenticationError) as auth:
+        bizmsg.Client("wrong", base_url=sandbox.base_url).business_accounts.list()
+    errors.append(auth.value)
+    with pytest.raises(bizmsg.SendRejectedError) as rejected:
+        client.messages.send_template(
+            to="14155550100", from_="14155550199", name="n", parameters="p", language="en"
+        )
+    errors.append(rejected.value)
+    sandbox.inject("send", cut_connection=True)
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as unknown:
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+        )
+    errors.append(unknown.value)
+    with pytest.raises(bizmsg.ValidationError) as invalid:
+        client.business_accounts.list(page_size=0)
+    errors.append(invalid.value)
+    for error in errors:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert str(copy) == str(error)
+        assert vars(copy).keys() == vars(error).keys()
+    assert pickle.loads(pickle.dumps(auth.value)).status_code == 401
+    assert pickle.loads(pickle.dumps(invalid.value)).field == "page_size"
+    assert pickle.loads(pickle.dumps(unknown.value)).idempotency_key == unknown.value.idempotency_key
+
+
+def test_a_rejected_send_keeps_its_call_metadata(
+    sandbox: Sandbox, client: bizmsg.Client
+) -> None:
+    # Regression: SendRejectedError.result.meta was always None.
+    with pytest.raises(bizmsg.SendRejectedError) as caught:
+        client.messages.send_template(
+            to="14155550100", from_="14155550199", name="n", parameters="p", language="en"
+        )
+    meta = caught.value.result.meta
+    [sent] = sandbox.sent_messages()
+    assert meta is not None
+    assert meta.request_id == sent["request_id"]
+    assert meta.idempotency_key == sent["headers"]["idempotency-key"]
+    assert (meta.status_code, meta.attempts) == (200, 1)
+
+
+def test_a_token_callable_error_is_the_cause_of_a_configuration_error(
+    sandbox: Sandbox,
+) -> None:
+    def token() -> str:
+        raise ConnectionError("token service down")
+
+    with bizmsg.Client(token, base_url=sandbox.base_url) as client:
+        with pytest.raises(bizmsg.ConfigurationError, match="token service down") as caught:
+            client.business_accounts.list()
+    assert isinstance(caught.value.__cause__, ConnectionError)
+
+
+def test_a_keyboard_interrupt_in_the_token_callable_is_not_wrapped(sandbox: Sandbox) -> None:
+    def token() -> str:
+        raise KeyboardInterrupt
+
+    with bizmsg.Client(token, base_url=sandbox.base_url) as client:
+        with pytest.raises(KeyboardInterrupt):
+            client.business_accounts.list()
+    assert sandbox.requests() == []
+
+
+def test_a_send_that_never_connected_is_not_an_unknown_outcome() -> None:
+    # Regression: the deadline running out while still connecting was reported as "may have
+    # been sent". A listener whose accept queue is full makes connecting hang.
+    import socket
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    for _ in range(8):
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    time.sleep(0.2)
+    try:
+        client = bizmsg.Client("t", base_url=f"http://127.0.0.1:{port}", max_retries=2,
+                               timeout=bizmsg.Timeout(connect=0.3, total=0.85))
+        with pytest.raises(bizmsg.TransportError) as caught:
+            client.messages.send_template(
+                to="14155550100", from_="14155550199", name="n", parameters="p", language="en"
+            )
+        assert not isinstance(caught.value, bizmsg.SendOutcomeUnknownError), caught.value
+        assert isinstance(caught.value, (bizmsg.ConnectError, bizmsg.TimeoutError))
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()

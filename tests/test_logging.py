@@ -158,3 +158,28 @@ def test_bizmsg_log_environment_variable_installs_a_stderr_handler(sandbox: Sand
     assert len(lines) == 1, done.stderr
     assert "GET /v1/chat/businessAccounts -> 200" in lines[0]
     assert sandbox.token not in done.stderr
+
+
+def test_retry_warnings_keep_request_ids_whole(
+    bizmsg_logs: pytest.LogCaptureFixture, sandbox: Sandbox, client: bizmsg.Client
+) -> None:
+    # Regression: the phone-number mask ate digit runs inside request ids.
+    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "0"})
+    client.business_accounts.list()
+    [warning] = bizmsg_records(bizmsg_logs, logging.WARNING)
+    first = sandbox.requests()[0]
+    assert first["request_id"] in text_of(warning)
+
+
+def test_the_library_logger_has_a_null_handler() -> None:
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("bizmsg").handlers)
+
+
+def test_other_crates_debug_lines_stay_out_of_python_logging(
+    caplog: pytest.LogCaptureFixture, client: bizmsg.Client
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bizmsg.refresh_logging()
+    client.business_accounts.list()
+    names = {record.name for record in caplog.records}
+    assert not any(name.startswith(("reqwest", "hyper", "rustls")) for name in names), names

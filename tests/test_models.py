@@ -259,7 +259,8 @@ def test_sandbox_values_beyond_the_observed_ones_come_through() -> None:
         ({"smsId": 17, "status": 1, "code": 0, "msg": ""}, 17, 1, 0, True),
         ({"smsId": "17", "status": "1", "code": "0", "msg": ""}, "17", "1", "0", True),
         ({"smsId": None, "status": "FAILED", "code": 1002, "msg": "x"}, None, "FAILED", 1002, False),
-        ({"smsId": "a", "status": "QUEUED"}, "a", "QUEUED", None, True),
+        # No code: never ok (an smsId alone proves nothing).
+        ({"smsId": "a", "status": "QUEUED"}, "a", "QUEUED", None, False),
         ({"status": "QUEUED"}, None, "QUEUED", None, False),
     ],
 )
@@ -536,3 +537,17 @@ def test_timestamps_parse_in_every_offset_form(
     assert number.create_time == expected
     assert number.create_time is not None and number.create_time.utcoffset() == offset
     assert number.to_dict() == {"phoneNumberId": "p", "createTime": text}
+
+
+def test_a_page_whose_size_came_from_the_request_survives_pickling(sandbox: Sandbox) -> None:
+    # Regression: unpickling decoded the page again with size 20 instead of the requested 5.
+    import pickle
+
+    sandbox.inject("business_phone_numbers", status=200,
+                   body='{"data": [{"phoneNumberId": "p1"}], "total": 1}')
+    with sandbox.client() as client:
+        page = client.business_phone_numbers.list(page_no=1, page_size=5)
+    assert page.size == 5  # not sent by the service: what was asked for
+    copy = pickle.loads(pickle.dumps(page))
+    assert copy == page and copy.size == 5
+    assert copy.to_dict() == {"data": [{"phoneNumberId": "p1"}], "total": 1}

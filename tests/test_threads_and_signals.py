@@ -139,6 +139,41 @@ def test_ctrl_c_interrupts_a_blocked_sync_call(call: str) -> None:
     assert process.returncode != 0
     assert "left the call after" in out
     assert float(out.split("after ")[1].rstrip("s\n")) < 3.0
+    if call.startswith("messages.") and sys.version_info >= (3, 11):
+        # The send may have reached the service: the interrupt says with which key.
+        assert "may have reached the service" in err and "Idempotency-Key" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_aborts_the_call_and_its_remaining_retries(sandbox: Sandbox) -> None:
+    # Interrupted during a retry's wait: no later attempt may reach the service.
+    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "1"}, times=5)
+    script = textwrap.dedent(
+        f"""
+        import time, bizmsg
+        client = bizmsg.Client({sandbox.token!r}, base_url={sandbox.base_url!r}, max_retries=4)
+        print("calling", flush=True)
+        try:
+            client.business_accounts.list()
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        time.sleep(2.5)  # time enough for two more attempts, were the call still running
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "calling"
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "interrupted" in out, err
+    assert len(sandbox.requests()) == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork semantics tested on Linux")
@@ -227,3 +262,30 @@ def test_the_interpreter_exits_cleanly_right_after_an_async_call() -> None:
         if failures:
             break
     assert failures == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork semantics tested on Linux")
+def test_a_forked_child_can_continue_an_inherited_page_iterator(sandbox: Sandbox) -> None:
+    # Regression: the child waited forever for the read-ahead task of the parent's runtime.
+    pages = sandbox.client().business_phone_numbers.iter_pages(page_size=2)
+    first = next(pages)
+    sandbox.delay = 0.3  # the read-ahead of page 2 is still in flight at the fork
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            code = 0 if next(pages).current == 2 else 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the inherited page iterator")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert first.current == 1

@@ -10,10 +10,10 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, overload
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, overload
 
 from . import _native
 from .errors import BizmsgError, ConfigurationError
@@ -137,7 +137,7 @@ def _native_client(
         raise ConfigurationError(
             "Client needs a plain token callable; use AsyncClient for an async one"
         )
-    codes = None if success_codes is None else [str(c) for c in success_codes]
+    codes = None if success_codes is None else _codes(success_codes)
     # A level set on the "bizmsg" logger since the last client applies from this one on.
     _native.refresh_logging()
     return _native.NativeClient(
@@ -297,6 +297,18 @@ class AsyncClient(_BaseClient):
         await self.aclose()
 
 
+def _codes(success_codes: object) -> list[str]:
+    # A lone string would otherwise be split into one-character codes: "10" -> "1", "0".
+    if isinstance(success_codes, (str, bytes, int)) or not isinstance(success_codes, Iterable):
+        raise ConfigurationError(
+            f"success_codes must be a list of codes, like ['0'], not {success_codes!r}"
+        )
+    codes = [str(code).strip() for code in cast("Iterable[object]", success_codes)]
+    if not codes or not all(codes):
+        raise ConfigurationError("success_codes must name at least one non-empty code")
+    return codes
+
+
 def _timeout_arg(timeout: TimeoutArg) -> Timeout | None:
     if timeout is None or isinstance(timeout, Timeout):
         return timeout
@@ -413,11 +425,10 @@ ItemT = TypeVar("ItemT", BusinessAccount, BusinessPhoneNumber)
 
 
 class _Listing(_Resource, Generic[ItemT]):
-    """What both listings share; ``_KIND`` tells the Rust side which one (0: accounts,
-    1: phone numbers)."""
+    """What both listings share; ``_KIND`` tells the Rust side which one."""
 
     __slots__ = ()
-    _KIND: ClassVar[int]
+    _KIND: ClassVar[_native.Listing]
 
     def _link(self, page: Any, page_size: int, timeout: Timeout | None,
               max_retries: int | None) -> None:
@@ -457,7 +468,7 @@ class _SyncListing(_Listing[ItemT]):
         ``page_size`` is only the request size. The next page is fetched in the background
         while you consume the current one (one page ahead, never more)."""
         stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _take(_flatten(stream), limit)
+        return _items(stream)
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> Iterator[Page[ItemT]]:
@@ -498,7 +509,7 @@ class _AsyncListing(_Listing[ItemT]):
         """``async for`` over every item across pages; ``limit`` caps the items in total,
         ``page_size`` is only the request size; one page is read ahead."""
         stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _atake(stream, limit)
+        return _aitems(stream)
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> AsyncIterator[Page[ItemT]]:
@@ -513,56 +524,41 @@ class _AsyncListing(_Listing[ItemT]):
             yield page
 
 
-def _flatten(stream: _native.PageStream) -> Iterator[Any]:
+# The stream itself stops at `limit` (its last page is cut to it): these only flatten.
+def _items(stream: _native.PageStream) -> Iterator[Any]:
     while (page := stream.next()) is not None:
         yield from page.data
 
 
-def _take(items: Iterator[Any], limit: int | None) -> Iterator[Any]:
-    if limit is None:
-        yield from items
-        return
-    for count, item in enumerate(items, 1):
-        yield item
-        if count >= limit:
-            return
-
-
-async def _atake(stream: _native.PageStream, limit: int | None) -> AsyncIterator[Any]:
-    count = 0
-    if limit is not None and limit <= 0:
-        return
+async def _aitems(stream: _native.PageStream) -> AsyncIterator[Any]:
     while (page := await stream.next_async()) is not None:
         for item in page.data:
             yield item
-            count += 1
-            if limit is not None and count >= limit:
-                return
 
 
 class BusinessAccounts(_SyncListing[BusinessAccount]):
     """``client.business_accounts``: the caller's business accounts, each with its numbers."""
 
     __slots__ = ()
-    _KIND = 0
+    _KIND = _native.Listing.BusinessAccounts
 
 
 class BusinessPhoneNumbers(_SyncListing[BusinessPhoneNumber]):
     """``client.business_phone_numbers``: the caller's business phone numbers."""
 
     __slots__ = ()
-    _KIND = 1
+    _KIND = _native.Listing.BusinessPhoneNumbers
 
 
 class AsyncBusinessAccounts(_AsyncListing[BusinessAccount]):
     """``client.business_accounts`` of an :class:`AsyncClient`."""
 
     __slots__ = ()
-    _KIND = 0
+    _KIND = _native.Listing.BusinessAccounts
 
 
 class AsyncBusinessPhoneNumbers(_AsyncListing[BusinessPhoneNumber]):
     """``client.business_phone_numbers`` of an :class:`AsyncClient`."""
 
     __slots__ = ()
-    _KIND = 1
+    _KIND = _native.Listing.BusinessPhoneNumbers

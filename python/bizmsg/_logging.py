@@ -13,6 +13,9 @@ import os
 from . import _native
 
 logger = logging.getLogger("bizmsg")
+# A library logs and leaves handling to the application: without any handler, Python's
+# last-resort handler would print our warnings to stderr.
+logger.addHandler(logging.NullHandler())
 
 
 def refresh_logging() -> None:

@@ -16,6 +16,15 @@ DEFAULT_SUCCESS_CODES: list[str]
 MAX_PAGE_SIZE: int
 
 @final
+class Listing:
+    """Which listing a call reads."""
+
+    BusinessAccounts: Listing
+    BusinessPhoneNumbers: Listing
+    def __eq__(self, value: object, /) -> bool: ...
+    def __int__(self) -> int: ...
+
+@final
 class NativeClient:
     """The Rust client: connection pool, token, retries, timeouts, decoding."""
 
@@ -92,18 +101,18 @@ class NativeClient:
 
     def list(
         self,
-        kind: int,
+        kind: Listing,
         page_no: int,
         page_size: int,
         raw: bool,
         timeout: Any,
         max_retries: int | None,
     ) -> Page[Any] | dict[str, Any]:
-        """One page of a listing (``kind`` 0: accounts, 1: phone numbers)."""
+        """One page of a listing."""
 
     def pages(
         self,
-        kind: int,
+        kind: Listing,
         page_no: int,
         page_size: int,
         limit: int | None,
@@ -114,7 +123,7 @@ class NativeClient:
 
     def list_async(
         self,
-        kind: int,
+        kind: Listing,
         page_no: int,
         page_size: int,
         raw: bool,
@@ -195,8 +204,15 @@ class SandboxServer:
     def shutdown(self) -> None:
         """Stops the server (idempotent)."""
 
-def model_from_dict(kind: str, data: Any) -> Any:
-    """Decodes a wire object into the model named ``kind``."""
+def model_from_dict(kind: str, data: Any, fallbacks: tuple[int, int] | None = None) -> Any:
+    """Decodes a wire object into the model named ``kind``; ``fallbacks`` are a page's
+    ``(current, size)`` for when the object leaves them out."""
+
+def has_next_page(current: int, size: int, items: int, pages: int | None, total: int | None) -> bool:
+    """Whether another page may follow (the rule the page stream follows)."""
+
+def is_success_code(code: object, success_codes: list[str]) -> bool:
+    """Whether ``code`` is one of ``success_codes``, compared as text."""
 
 def refresh_logging() -> None:
     """Forgets cached logging levels."""

@@ -47,6 +47,18 @@ class BizmsgError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The keyword-only attributes are not in `args`: without this, unpickling (e.g. an
+        # error crossing a process pool) fails or drops them.
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[BizmsgError], message: str, state: dict[str, Any]) -> BizmsgError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigurationError(BizmsgError):
     """The client is configured wrongly: a missing token or base URL, a header value with

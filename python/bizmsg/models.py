@@ -64,7 +64,7 @@ class _Model:
     _wire: dict[str, Any]
     _meta: ResponseMeta | None
     _ok: bool | None
-    _next: tuple[Any, int, int, Any, int | None] | None
+    _next: tuple[Any, _native.Listing, int, Any, int | None] | None
 
     #: (field name, wire name) pairs, in the spec's order.
     _WIRE_NAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -88,7 +88,7 @@ class _Model:
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
         """Decodes a wire object (camelCase, as the service sends it), with the same rules
         as a response: unknown fields kept, unparseable timestamps become ``None``."""
-        return _native.model_from_dict(cls._KIND, dict(data))
+        return _native.model_from_dict(cls._KIND, dict(data), None)
 
     def _wire_from_fields(self) -> dict[str, Any]:
         # An object built by hand or by dataclasses.replace() has no received JSON: derive it.
@@ -110,8 +110,9 @@ class _Model:
         return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
 
 
-def _restore(cls: type[_Model], wire: dict[str, Any], ok: bool | None) -> Any:
-    obj = cls.from_dict(wire)
+def _restore(cls: type[_Model], wire: dict[str, Any], ok: bool | None,
+             fallbacks: tuple[int, int] | None = None) -> Any:
+    obj = _native.model_from_dict(cls._KIND, wire, fallbacks)
     if ok is not None:
         object.__setattr__(obj, "_ok", ok)
     return obj
@@ -163,9 +164,8 @@ class SendResult(_Model):
         judged = getattr(self, "_ok", None)
         if judged is not None:
             return bool(judged)
-        if self.code is None:
-            return self.sms_id is not None
-        return str(self.code).strip() in _native.DEFAULT_SUCCESS_CODES
+        # Built by hand or by replace(): judged by the default codes, as the Rust side would.
+        return _native.is_success_code(self.code, _native.DEFAULT_SUCCESS_CODES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,13 +264,13 @@ class Page(_Model, Generic[T]):
         """Whether another page may follow: ``current < pages``; without ``pages``,
         ``current * size < total``; without either, whether this page was full. An empty
         page is always the last."""
-        if not self.data:
-            return False
-        if self.pages is not None:
-            return self.current < self.pages
-        if self.total is not None:
-            return self.current * self.size < self.total
-        return len(self.data) >= self.size
+        return _native.has_next_page(self.current, self.size, len(self.data), self.pages,
+                                     self.total)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # `current` and `size` travel too: decoding falls back on them when the service left
+        # them out, so an unpickled page equals the original.
+        return (_restore, (type(self), self.to_dict(), None, (self.current, self.size)))
 
     def next_page(self) -> Page[T] | None:
         """Fetches the page after this one with the client, page size and options that
@@ -293,8 +293,8 @@ class Page(_Model, Generic[T]):
         object.__setattr__(page, "_next", self._next)
         return page
 
-    def _source(self) -> tuple[Any, int, int, Any, int | None]:
-        source: tuple[Any, int, int, Any, int | None] | None = getattr(self, "_next", None)
+    def _source(self) -> tuple[Any, _native.Listing, int, Any, int | None]:
+        source: tuple[Any, _native.Listing, int, Any, int | None] | None = getattr(self, "_next", None)
         if source is None:
             raise BizmsgError(
                 "this page was not fetched by a client (built by from_dict, unpickled or "

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::client::{CallOptions, Client, Operation, Response, Safety};
+use crate::client::{CallOptions, Client, Operation, Response};
 use crate::error::{Error, Result};
 use crate::validate;
 use crate::wire::{FromWire, Page};
@@ -48,11 +48,10 @@ impl Client {
         )));
         let answer = self
             .execute(
-                Operation {
+                &Operation {
                     method: Method::GET,
                     url,
                     body: None,
-                    safety: Safety::Idempotent,
                     send: None,
                 },
                 call,

@@ -4,10 +4,10 @@ use bytes::Bytes;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::client::{CallOptions, Client, Operation, Response, Safety};
-use crate::error::{Error, Result};
+use crate::client::{CallOptions, Client, Operation, Response, SendContext};
+use crate::error::{Error, Rejected, Result};
 use crate::validate;
-use crate::wire::{FromWire, SendRequest, SendResult, TemplateRequest};
+use crate::wire::{fields, FromWire, SendRequest, SendResult, TemplateRequest};
 
 /// A template message as the caller gave it, before validation.
 #[derive(Clone, Debug)]
@@ -35,51 +35,77 @@ impl SendMessage {
     }
 }
 
+/// A fresh idempotency key, or the caller's after checking it can travel in a header.
+pub fn idempotency_key(chosen: Option<&str>) -> Result<String> {
+    match chosen {
+        Some(key) => {
+            validate::header_value("idempotency_key", key)
+                .map_err(|e| Error::validation("idempotency_key", e.to_string()))?;
+            Ok(key.to_owned())
+        }
+        None => Ok(uuid::Uuid::new_v4().to_string()),
+    }
+}
+
 impl Client {
-    /// Sends a template message. A failed commit is an error ([`Error::SendRejected`]),
-    /// never a quiet result; a send that may have reached the service and then failed is
-    /// [`Error::SendOutcomeUnknown`] and is not retried.
+    /// Validates and sends a template message; see [`Client::send_request`].
     pub async fn send_message(
         &self,
         message: &SendMessage,
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
-        let request = message.validate()?;
-        let idempotency_key = match &call.idempotency_key {
-            Some(key) => {
-                validate::header_value("idempotency_key", key)
-                    .map_err(|e| Error::validation("idempotency_key", e.to_string()))?;
-                key.clone()
-            }
-            None => uuid::Uuid::new_v4().to_string(),
-        };
+        let key = idempotency_key(call.idempotency_key.as_deref())?;
+        self.send_request(message.validate()?, key, call).await
+    }
+
+    /// Sends a validated request with `idempotency_key`. A failed commit is an error
+    /// ([`Error::SendRejected`]), never a quiet result. A send that may have reached the
+    /// service and then failed, or whose answer cannot be judged, is
+    /// [`Error::SendOutcomeUnknown`] and is not retried.
+    pub async fn send_request(
+        &self,
+        request: SendRequest,
+        idempotency_key: String,
+        call: &CallOptions,
+    ) -> Result<Response<SendResult>> {
         let body = serde_json::to_vec(&request)
             .map_err(|e| Error::Internal(format!("cannot encode the send request: {e}")))?;
-        let answer = self
-            .execute(
-                Operation {
-                    method: Method::POST,
-                    url: self.endpoints().send.clone(),
-                    body: Some(Bytes::from(body)),
-                    safety: Safety::SendOnce,
-                    send: Some(crate::client::SendContext {
-                        idempotency_key,
-                        to: request.to,
-                        template_name: request.template.name,
-                    }),
-                },
-                call,
-            )
-            .await?;
+        let send = SendContext {
+            idempotency_key,
+            to: request.to,
+            template_name: request.template.name,
+        };
+        let operation = Operation {
+            method: Method::POST,
+            url: self.endpoints().send.clone(),
+            body: Some(Bytes::from(body)),
+            send: Some(send),
+        };
+        let answer = self.execute(&operation, call).await?;
+        let Some(send) = &operation.send else {
+            return Err(Error::Internal("a send without its context".to_owned()));
+        };
         let Value::Object(object) = answer.body else {
             return Err(Error::Internal(
                 "a 2xx body that is not an object".to_owned(),
             ));
         };
         let mut result = SendResult::from_wire(object)?;
+        if result.code.is_none() {
+            // Without a code the commit cannot be judged: the message may have gone out.
+            return Err(send.unknown(Error::Decode {
+                message: "the send result has no `code`, so whether the message was committed \
+                          is unknown"
+                    .to_owned(),
+                snippet: fields::snippet(&Value::Object(result.wire)),
+            }));
+        }
         result.judge(self.success_codes());
         if !result.ok {
-            return Err(Error::SendRejected(Box::new(result)));
+            return Err(Error::SendRejected(Box::new(Rejected {
+                result,
+                meta: answer.meta,
+            })));
         }
         Ok(Response {
             value: result,

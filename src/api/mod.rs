@@ -8,5 +8,5 @@ mod messages;
 mod pages;
 
 pub use listing::{PageRequest, Pager};
-pub use messages::SendMessage;
+pub use messages::{idempotency_key, SendMessage};
 pub use pages::{PageStream, TaskScope};

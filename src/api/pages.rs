@@ -28,7 +28,7 @@ pub struct PageStream<T: FromWire + Send + 'static> {
     page_size: i64,
     call: CallOptions,
     next_page_no: i64,
-    /// Items wanted in all; no page is fetched past it.
+    /// Items wanted in all: no page is fetched past it, and the last page is cut to it.
     limit: Option<u64>,
     delivered: u64,
     ahead: Option<JoinHandle<Result<Response<Page<T>>>>>,
@@ -36,6 +36,8 @@ pub struct PageStream<T: FromWire + Send + 'static> {
     /// The first item of the last page, to notice a service that repeats a page.
     last_first: Option<Map<String, Value>>,
     scope: Option<TaskScope<T>>,
+    /// The process the read-ahead task belongs to (a forked child must not wait for it).
+    pid: u32,
 }
 
 impl<T: FromWire + Send + 'static> PageStream<T> {
@@ -58,6 +60,7 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             finished: limit == Some(0),
             last_first: None,
             scope: None,
+            pid: std::process::id(),
         }
     }
 
@@ -73,6 +76,12 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             return Ok(None);
         }
         let requested = self.next_page_no;
+        if self.pid != std::process::id() {
+            // Forked: the read-ahead task lives in the parent's runtime, which has no threads
+            // here. Forget it (touching it could block) and fetch the page anew.
+            std::mem::forget(self.ahead.take());
+            self.pid = std::process::id();
+        }
         let fetched = match self.ahead.take() {
             Some(task) => task
                 .await
@@ -87,7 +96,7 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
                 .await
             }
         };
-        let response = match fetched {
+        let mut response = match fetched {
             Ok(response) => response,
             Err(error) => {
                 self.finished = true;
@@ -97,6 +106,13 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
         if let Err(error) = self.check(&response.value, requested) {
             self.finished = true;
             return Err(error);
+        }
+        if let Some(limit) = self.limit {
+            let wanted = limit.saturating_sub(self.delivered);
+            response
+                .value
+                .data
+                .truncate(usize::try_from(wanted).unwrap_or(usize::MAX));
         }
         self.delivered += response.value.data.len() as u64;
         self.next_page_no = requested + 1;
@@ -147,9 +163,14 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
 
 impl<T: FromWire + Send + 'static> Drop for PageStream<T> {
     fn drop(&mut self) {
-        // A page nobody will read is not worth the round trip.
+        // A page nobody will read is not worth the round trip. (In a forked child the task
+        // is the parent's runtime's: it is left alone.)
         if let Some(task) = self.ahead.take() {
-            task.abort();
+            if self.pid == std::process::id() {
+                task.abort();
+            } else {
+                std::mem::forget(task);
+            }
         }
     }
 }

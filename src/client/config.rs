@@ -155,7 +155,7 @@ pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
     Ok(url)
 }
 
-fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),

@@ -1,9 +1,15 @@
 //! The attempt loop every operation goes through: headers, timeouts, classification of
 //! failures, retries, token refresh after a 401, and the log line of each attempt.
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Url};
 use serde_json::Value;
@@ -28,16 +34,70 @@ pub(crate) struct Operation {
     pub method: Method,
     pub url: Url,
     pub body: Option<Bytes>,
-    pub safety: Safety,
     /// Sends only: the key, the recipient and the template, for `Idempotency-Key` and for
     /// reconciling an unknown outcome.
     pub send: Option<SendContext>,
+}
+
+impl Operation {
+    fn safety(&self) -> Safety {
+        if self.send.is_some() {
+            Safety::SendOnce
+        } else {
+            Safety::Idempotent
+        }
+    }
 }
 
 pub(crate) struct SendContext {
     pub idempotency_key: String,
     pub to: String,
     pub template_name: String,
+}
+
+impl SendContext {
+    /// `cause` happened after the request may have reached the service.
+    pub(crate) fn unknown(&self, cause: Error) -> Error {
+        Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
+            idempotency_key: self.idempotency_key.clone(),
+            to: self.to.clone(),
+            template_name: self.template_name.clone(),
+            cause: Box::new(cause),
+        }))
+    }
+}
+
+/// No attempt is started with less time than this left before the deadline: it could only
+/// time out, and for a send that would make an outcome unknown for nothing.
+const MIN_ATTEMPT_BUDGET: Duration = Duration::from_millis(50);
+
+/// A request body that notes when the HTTP client first takes bytes from it to write them.
+/// Until then the request has not reached the service: a POST is not processed without its
+/// body. That is what makes a failed send provably unsent, whatever the failure was.
+struct WatchedBody {
+    data: Option<Bytes>,
+    taken: Arc<AtomicBool>,
+}
+
+impl Body for WatchedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Infallible>>> {
+        self.taken.store(true, Ordering::Release);
+        Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
+    }
 }
 
 /// A decoded 2xx answer.
@@ -51,7 +111,7 @@ static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/jso
 impl Client {
     pub(crate) async fn execute(
         &self,
-        operation: Operation,
+        operation: &Operation,
         call: &super::CallOptions,
     ) -> Result<Answer> {
         let started = Instant::now();
@@ -93,8 +153,13 @@ impl Client {
             for (name, value) in &self.options.headers {
                 headers.insert(name.clone(), value.clone());
             }
+            // Without a body (a GET) there is nothing to watch: reads are retried regardless.
+            let reached = Arc::new(AtomicBool::new(operation.body.is_none()));
             if let Some(body) = &operation.body {
-                *request.body_mut() = Some(body.clone().into());
+                *request.body_mut() = Some(reqwest::Body::wrap(WatchedBody {
+                    data: Some(body.clone()),
+                    taken: Arc::clone(&reached),
+                }));
             }
 
             let budget = attempt_budget(timeout, deadline);
@@ -120,16 +185,19 @@ impl Client {
                 Err(Error::Api(api)) => (Some(api.status_code), api.request_id.clone()),
                 Err(_) => (None, None),
             };
-            log::debug!(
-                target: "bizmsg",
-                "{} {} -> {} in {:.1}ms (attempt {}, request id {})",
-                operation.method,
-                operation.url.path(),
-                status.map_or_else(|| "no answer".to_owned(), |s| s.to_string()),
-                attempt_started.elapsed().as_secs_f64() * 1000.0,
-                attempt,
-                request_id.as_deref().unwrap_or("-"),
-            );
+            // Checked first so that nothing is formatted or allocated when the line is off.
+            if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
+                log::debug!(
+                    target: "bizmsg",
+                    "{} {} -> {} in {:.1}ms (attempt {}, request id {})",
+                    operation.method,
+                    operation.url.path(),
+                    status.map_or_else(|| "no answer".to_owned(), |s| s.to_string()),
+                    attempt_started.elapsed().as_secs_f64() * 1000.0,
+                    attempt,
+                    request_id.as_deref().unwrap_or("-"),
+                );
+            }
 
             let error = match outcome {
                 Ok((status_code, request_id, body)) => {
@@ -166,30 +234,37 @@ impl Client {
                 Error::Api(api) => api.retry_after,
                 _ => None,
             };
-            let delay = (retries_done < max_retries && is_retryable(operation.safety, &error))
+            let reached = reached.load(Ordering::Acquire);
+            let retryable = is_retryable(operation.safety(), &error, reached);
+            let delay = (retries_done < max_retries && retryable)
                 .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))
                 .flatten()
                 .filter(|delay| {
                     deadline.is_none_or(|d| {
                         Instant::now()
-                            .checked_add(*delay)
+                            .checked_add(*delay + MIN_ATTEMPT_BUDGET)
                             .is_some_and(|end| end < d)
                     })
                 });
             let Some(delay) = delay else {
-                return Err(unknown_outcome(error, &operation));
+                return Err(match &operation.send {
+                    Some(send) if reached && is_ambiguous(&error) => send.unknown(error),
+                    _ => error,
+                });
             };
             retries_done += 1;
-            log::warn!(
-                target: "bizmsg",
-                "{} {} failed ({}); retry {} of {} in {:.2}s",
-                operation.method,
-                operation.url.path(),
-                mask_digits(&error.to_string()),
-                retries_done,
-                max_retries,
-                delay.as_secs_f64(),
-            );
+            if log::log_enabled!(target: "bizmsg", log::Level::Warn) {
+                log::warn!(
+                    target: "bizmsg",
+                    "{} {} failed ({}); retry {} of {} in {:.2}s",
+                    operation.method,
+                    operation.url.path(),
+                    mask_phone_numbers(&error.to_string()),
+                    retries_done,
+                    max_retries,
+                    delay.as_secs_f64(),
+                );
+            }
             if let Some(observer) = &self.options.retry_observer {
                 observer.on_retry(retries_done, &error, delay);
             }
@@ -259,20 +334,12 @@ fn attempt_budget(timeout: super::Timeout, deadline: Option<Instant>) -> Option<
     }
 }
 
-/// A send that failed after its request may have reached the service becomes
-/// `SendOutcomeUnknown`: the caller must not assume either way.
-fn unknown_outcome(error: Error, operation: &Operation) -> Error {
-    match (&operation.send, &error) {
-        (Some(send), Error::Timeout(_) | Error::ConnectionBroken(_)) => {
-            Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
-                idempotency_key: send.idempotency_key.clone(),
-                to: send.to.clone(),
-                template_name: send.template_name.clone(),
-                cause: Box::new(error),
-            }))
-        }
-        _ => error,
-    }
+/// Failures after which a send's request may or may not have been processed.
+fn is_ambiguous(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Timeout(_) | Error::ConnectionBroken(_) | Error::Decode { .. }
+    )
 }
 
 fn transport_error(error: reqwest::Error) -> Error {
@@ -324,27 +391,31 @@ fn snippet(bytes: &[u8]) -> String {
     truncate(&String::from_utf8_lossy(bytes), 200)
 }
 
-/// Masks every run of 8 or more digits (a phone number) in a log line.
-pub(crate) fn mask_digits(text: &str) -> String {
+/// Masks phone numbers in a log line: runs of 8 to 15 digits that stand alone (not part of
+/// a longer word such as a hex request id).
+pub(crate) fn mask_phone_numbers(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let mut run = String::new();
-    let flush = |run: &mut String, out: &mut String| {
-        if run.len() >= 8 {
-            out.push_str(&mask_phone(run));
-        } else {
-            out.push_str(run);
-        }
-        run.clear();
-    };
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            run.push(c);
-        } else {
-            flush(&mut run, &mut out);
+    let mut index = 0;
+    while let Some(&c) = chars.get(index) {
+        let run = chars.get(index..).map_or(0, |rest| {
+            rest.iter().take_while(|c| c.is_ascii_digit()).count()
+        });
+        let glued = |at: Option<&char>| at.is_some_and(|c| c.is_alphanumeric() || *c == '_');
+        let before = index.checked_sub(1).and_then(|i| chars.get(i));
+        if run == 0 {
             out.push(c);
+            index += 1;
+            continue;
         }
+        let digits: String = chars.iter().skip(index).take(run).collect();
+        if (8..=15).contains(&run) && !glued(before) && !glued(chars.get(index + run)) {
+            out.push_str(&mask_phone(&digits));
+        } else {
+            out.push_str(&digits);
+        }
+        index += run;
     }
-    flush(&mut run, &mut out);
     out
 }
 
@@ -355,8 +426,15 @@ mod tests {
     #[test]
     fn log_lines_mask_phone_numbers() {
         assert_eq!(
-            mask_digits("from 8613900000000 to 14155550100 on port 8080"),
-            "from 8613****0000 to 1415****0100 on port 8080"
+            mask_phone_numbers("from \"8613900000000\" to +14155550100 on port 8080"),
+            "from \"8613****0000\" to +1415****0100 on port 8080"
+        );
+        // Regression: request ids lost digits to the mask.
+        let id = "request id req_83b7b28ee1494e0abf48349a21734145";
+        assert_eq!(mask_phone_numbers(id), id);
+        assert_eq!(
+            mask_phone_numbers("1234567890123456 digits"),
+            "1234567890123456 digits"
         );
     }
 

@@ -18,7 +18,7 @@ pub use meta::{Meta, Response};
 pub use retry::{Backoff, RetryObserver};
 pub use token::{TokenProvider, TokenSource};
 
-pub(crate) use execute::{Operation, Safety, SendContext};
+pub(crate) use execute::{Operation, SendContext};
 
 use crate::error::{Error, Result};
 
@@ -46,6 +46,9 @@ struct HandleOptions {
     max_retries: u32,
     headers: HeaderMap,
     retry_observer: Option<Arc<dyn RetryObserver>>,
+    /// Only the client made by `new` closes the pool; a `with_options` handle closing it would
+    /// break its parent and every sibling.
+    owns_pool: bool,
 }
 
 pub(crate) struct Endpoints {
@@ -85,7 +88,9 @@ impl Client {
         config.timeout.check()?;
         Ok(Client {
             shared: Arc::new(Shared {
-                transport: transport::Transport::new(transport::Settings::from_config(&config)?)?,
+                transport: transport::Transport::new(transport::Settings::from_config(
+                    &config, &base,
+                )?)?,
                 token: token::Token::new(config.token)?,
                 endpoints,
                 success_codes: config
@@ -101,6 +106,7 @@ impl Client {
                 max_retries: config.max_retries,
                 headers,
                 retry_observer: config.retry_observer,
+                owns_pool: true,
             },
         })
     }
@@ -115,6 +121,7 @@ impl Client {
         retry_observer: Option<Arc<dyn RetryObserver>>,
     ) -> Result<Self> {
         let mut options = self.options.clone();
+        options.owns_pool = false;
         if let Some(timeout) = timeout {
             timeout.check()?;
             // `connect` belongs to the shared pool and stays the pool's.
@@ -156,10 +163,13 @@ impl Client {
         &self.shared.success_codes
     }
 
-    /// Drops the connection pool; every later call fails with [`Error::Closed`]. Shared by all
-    /// handles of this client.
+    /// Drops the connection pool; every later call of this client and of the handles made
+    /// from it fails with [`Error::Closed`]. On a `with_options` handle it does nothing: the
+    /// pool is its parent's.
     pub fn close(&self) {
-        self.shared.transport.close();
+        if self.options.owns_pool {
+            self.shared.transport.close();
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -200,10 +210,19 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
                 "header {name:?} cannot be set in headers: {why}"
             )));
         }
-        // Header values may hold inner spaces (User-Agent strings), but never CR, LF or NUL.
-        if value.chars().any(|c| c.is_control() && c != '\t') {
+        // Header values may hold inner spaces (User-Agent strings), but no other whitespace,
+        // no CR, LF or other control character, and nothing at either end.
+        if value
+            .chars()
+            .any(|c| c.is_control() || (c.is_whitespace() && c != ' '))
+        {
             return Err(Error::Configuration(format!(
-                "the value of header {name:?} contains CR, LF or another control character"
+                "the value of header {name:?} contains CR, LF, a tab or another control character"
+            )));
+        }
+        if value.trim() != value {
+            return Err(Error::Configuration(format!(
+                "the value of header {name:?} starts or ends with whitespace"
             )));
         }
         let value = HeaderValue::from_str(value)

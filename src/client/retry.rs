@@ -54,16 +54,18 @@ impl Backoff {
     }
 }
 
-/// Whether an attempt that failed with `error` may be tried again.
+/// Whether an attempt that failed with `error` may be tried again. `reached`: whether the
+/// request's body was handed to a connection (for a request without a body, always true).
 ///
 /// A list is read-only: any transport failure and the usual transient statuses are retried.
 /// A send is a message to a person: it is retried only when the service provably did not
-/// process it: no connection was made, or it answered 429/503, which the service sends
-/// before processing.
-pub(crate) fn is_retryable(safety: Safety, error: &Error) -> bool {
+/// process it: no connection was made, the body never left (so nothing the service could
+/// process did), or the service answered 429/503, which it sends before processing.
+pub(crate) fn is_retryable(safety: Safety, error: &Error, reached: bool) -> bool {
     match (safety, error) {
         (_, Error::Connect(_)) => true,
         (Safety::Idempotent, Error::Timeout(_) | Error::ConnectionBroken(_)) => true,
+        (Safety::SendOnce, Error::Timeout(_) | Error::ConnectionBroken(_)) => !reached,
         (Safety::Idempotent, Error::Api(api)) => {
             matches!(api.status_code, 408 | 429 | 500 | 502 | 503 | 504)
         }
@@ -166,19 +168,25 @@ mod tests {
         let connect = Error::Connect("refused".into());
         let timeout = Error::Timeout("read".into());
         let broken = Error::ConnectionBroken("reset".into());
-        assert!(is_retryable(Safety::SendOnce, &connect));
-        assert!(!is_retryable(Safety::SendOnce, &timeout));
-        assert!(!is_retryable(Safety::SendOnce, &broken));
+        assert!(is_retryable(Safety::SendOnce, &connect, true));
+        assert!(!is_retryable(Safety::SendOnce, &timeout, true));
+        assert!(!is_retryable(Safety::SendOnce, &broken, true));
+        // The body never left: nothing the service could have processed.
+        assert!(is_retryable(Safety::SendOnce, &timeout, false));
+        assert!(is_retryable(Safety::SendOnce, &broken, false));
         for status in [429, 503] {
-            assert!(is_retryable(Safety::SendOnce, &api(status)));
+            assert!(is_retryable(Safety::SendOnce, &api(status), true));
         }
         for status in [400, 408, 500, 502, 504] {
-            assert!(!is_retryable(Safety::SendOnce, &api(status)), "{status}");
+            assert!(
+                !is_retryable(Safety::SendOnce, &api(status), true),
+                "{status}"
+            );
         }
         for status in [408, 429, 500, 502, 503, 504] {
-            assert!(is_retryable(Safety::Idempotent, &api(status)));
+            assert!(is_retryable(Safety::Idempotent, &api(status), true));
         }
-        assert!(is_retryable(Safety::Idempotent, &timeout));
-        assert!(!is_retryable(Safety::Idempotent, &api(404)));
+        assert!(is_retryable(Safety::Idempotent, &timeout, true));
+        assert!(!is_retryable(Safety::Idempotent, &api(404), true));
     }
 }

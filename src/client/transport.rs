@@ -14,10 +14,13 @@ pub(crate) struct Settings {
     user_agent: String,
     proxy: Option<String>,
     verify: Verify,
+    /// `http://` to loopback: environment proxies are not used, or the token would travel in
+    /// clear text to the proxy.
+    local_plain_http: bool,
 }
 
 impl Settings {
-    pub(crate) fn from_config(config: &ClientConfig) -> Result<Self> {
+    pub(crate) fn from_config(config: &ClientConfig, base: &reqwest::Url) -> Result<Self> {
         if config.user_agent.chars().any(char::is_control) {
             return Err(Error::Configuration(
                 "user_agent contains a control character".to_owned(),
@@ -31,6 +34,7 @@ impl Settings {
             user_agent: config.user_agent.clone(),
             proxy: config.proxy.clone(),
             verify: config.verify.clone(),
+            local_plain_http: base.scheme() == "http" && super::config::is_loopback(base),
         })
     }
 
@@ -39,13 +43,19 @@ impl Settings {
             .connect_timeout(self.connect_timeout)
             .user_agent(self.user_agent.as_str())
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
+            // Below the 60 s idle limit common to servers and load balancers, so the pool drops
+            // an idle connection before the server does (reusing one the server is closing
+            // makes a send's outcome unknown).
+            .pool_idle_timeout(Duration::from_secs(50))
             // Redirects would re-send a POST somewhere the caller did not name.
             .redirect(reqwest::redirect::Policy::none());
         if let Some(proxy) = &self.proxy {
             let proxy = reqwest::Proxy::all(proxy.as_str())
-                .map_err(|e| Error::Configuration(format!("proxy {proxy:?} is not usable: {e}")))?;
+                .map_err(|e| Error::Configuration(format!("proxy {proxy:?} is not usable: {e}")))?
+                .no_proxy(reqwest::NoProxy::from_env());
             builder = builder.proxy(proxy);
+        } else if self.local_plain_http {
+            builder = builder.no_proxy();
         }
         match &self.verify {
             Verify::Default => {}

@@ -10,7 +10,7 @@ use pyo3::types::PyString;
 use super::errors;
 use super::runtime::BizmsgRuntime;
 use crate::client::{RetryObserver, TokenProvider};
-use crate::error::Error;
+use crate::error::{Error, Foreign};
 use pyo3_async_runtimes::generic::ContextExt;
 
 /// `token=callable`: called for each call's token, and again after a 401. An `AsyncClient`
@@ -24,8 +24,12 @@ enum Produced {
     Pending(std::pin::Pin<Box<dyn std::future::Future<Output = PyResult<Py<PyAny>>> + Send>>),
 }
 
+/// What the token callable raised, kept whole so Python gets the original back.
 fn failed(error: PyErr) -> Error {
-    Error::Configuration(format!("the token callable failed: {error}"))
+    Error::TokenProvider {
+        message: error.to_string(),
+        cause: Foreign(Arc::new(error)),
+    }
 }
 
 fn as_token(object: &Bound<'_, PyAny>) -> Result<String, Error> {
@@ -89,15 +93,26 @@ pub(crate) struct PyRetryHook {
 }
 
 impl RetryObserver for PyRetryHook {
+    /// Sync calls run the hook on the calling thread. Async calls run it on their event loop
+    /// (`call_soon_threadsafe`), where it may touch asyncio objects, instead of on a runtime
+    /// worker it would block.
     fn on_retry(&self, attempt: u32, error: &Error, delay: Duration) {
         if super::runtime::exiting() {
             return;
         }
+        let locals = BizmsgRuntime::get_task_locals();
         Python::attach(|py| {
             let exception = errors::to_py(py, error.clone());
             let callable = self.callable.bind(py);
-            if let Err(raised) = callable.call1((attempt, exception.value(py), delay.as_secs_f64()))
-            {
+            let (value, seconds) = (exception.value(py).clone(), delay.as_secs_f64());
+            let outcome = match &locals {
+                Some(locals) => locals
+                    .event_loop(py)
+                    .call_method1("call_soon_threadsafe", (callable, attempt, value, seconds))
+                    .map(drop),
+                None => callable.call1((attempt, value, seconds)).map(drop),
+            };
+            if let Err(raised) = outcome {
                 raised.write_unraisable(py, Some(callable));
             }
         });

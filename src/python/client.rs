@@ -12,12 +12,12 @@ use super::convert;
 use super::errors::to_py;
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{awaitable, wait, Reply, Waited};
-use crate::api::{PageRequest, PageStream, Pager, SendMessage};
+use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage};
 use crate::client::{
     CallOptions, ClientConfig, Meta, Response, RetryObserver, TokenSource, Verify,
 };
 use crate::error::Error;
-use crate::wire::{Page, SendResult};
+use crate::wire::{Page, SendRequest, SendResult};
 use crate::{Client, Timeout};
 
 #[pyclass(frozen, module = "bizmsg._native")]
@@ -25,9 +25,13 @@ pub(crate) struct NativeClient {
     client: Client,
 }
 
-/// Which listing `list`/`list_async` read (the Python resources pass their `_KIND`).
-const ACCOUNTS: u8 = 0;
-const PHONE_NUMBERS: u8 = 1;
+/// Which listing `list`, `list_async` and `pages` read (each Python resource passes its own).
+#[pyclass(eq, eq_int, frozen, from_py_object, module = "bizmsg._native")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listing {
+    BusinessAccounts,
+    BusinessPhoneNumbers,
+}
 
 #[pymethods]
 impl NativeClient {
@@ -46,7 +50,7 @@ impl NativeClient {
         verify: &Bound<'_, PyAny>,
         allow_insecure_http: bool,
     ) -> PyResult<Self> {
-        let build = || -> Result<Client, Error> {
+        let build = || -> Result<ClientConfig, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
                 TokenSource::Static(
                     text.to_str()
@@ -77,9 +81,13 @@ impl NativeClient {
             config.proxy = proxy;
             config.verify = verify_arg(verify)?;
             config.allow_insecure_http = allow_insecure_http;
-            Client::new(config)
+            Ok(config)
         };
-        let client = build().map_err(|e| to_py(py, e))?;
+        let config = build().map_err(|e| to_py(py, e))?;
+        // Building the pool loads the platform's trust store: not with the GIL held.
+        let client = py
+            .detach(|| Client::new(config))
+            .map_err(|e| to_py(py, e))?;
         Ok(NativeClient { client })
     }
 
@@ -148,7 +156,7 @@ impl NativeClient {
         max_retries: &Bound<'_, PyAny>,
         idempotency_key: Option<String>,
     ) -> PyResult<Py<PyAny>> {
-        let (message, call) = send_args(
+        let (request, key, call) = send_args(
             to,
             from_,
             name,
@@ -159,9 +167,17 @@ impl NativeClient {
             idempotency_key,
         )
         .map_err(|e| to_py(py, e))?;
-        match wait(py, self.client.send_message(&message, &call)) {
+        match wait(py, self.client.send_request(request, key.clone(), &call)) {
             Waited::Done(result) => send_reply(py, result, raw),
-            Waited::Interrupted(interrupt) => Err(interrupt),
+            Waited::Interrupted(interrupt) => {
+                // The request may already be with the service: say how to reconcile it.
+                let note = format!(
+                    "bizmsg: the interrupted send may have reached the service; it went out \
+                     with Idempotency-Key {key:?}"
+                );
+                let _ = interrupt.value(py).call_method1("add_note", (note,));
+                Err(interrupt)
+            }
         }
     }
 
@@ -179,7 +195,7 @@ impl NativeClient {
         max_retries: &Bound<'py, PyAny>,
         idempotency_key: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (message, call) = send_args(
+        let (request, key, call) = send_args(
             to,
             from_,
             name,
@@ -192,7 +208,8 @@ impl NativeClient {
         .map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         awaitable(py, async move {
-            let result = super::runtime::catch_panics(client.send_message(&message, &call)).await;
+            let result =
+                super::runtime::catch_panics(client.send_request(request, key, &call)).await;
             Reply::new(move |py| send_reply(py, result, raw))
         })
     }
@@ -201,7 +218,7 @@ impl NativeClient {
     fn list(
         &self,
         py: Python<'_>,
-        kind: u8,
+        kind: Listing,
         page_no: &Bound<'_, PyAny>,
         page_size: &Bound<'_, PyAny>,
         raw: bool,
@@ -211,18 +228,18 @@ impl NativeClient {
         let (page, call) =
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         match kind {
-            ACCOUNTS => match wait(py, self.client.list_business_accounts(page, &call)) {
-                Waited::Done(result) => page_reply(py, result, raw),
-                Waited::Interrupted(interrupt) => Err(interrupt),
-            },
-            PHONE_NUMBERS => match wait(py, self.client.list_business_phone_numbers(page, &call)) {
-                Waited::Done(result) => page_reply(py, result, raw),
-                Waited::Interrupted(interrupt) => Err(interrupt),
-            },
-            other => Err(to_py(
-                py,
-                Error::Internal(format!("unknown listing {other}")),
-            )),
+            Listing::BusinessAccounts => {
+                match wait(py, self.client.list_business_accounts(page, &call)) {
+                    Waited::Done(result) => page_reply(py, result, raw),
+                    Waited::Interrupted(interrupt) => Err(interrupt),
+                }
+            }
+            Listing::BusinessPhoneNumbers => {
+                match wait(py, self.client.list_business_phone_numbers(page, &call)) {
+                    Waited::Done(result) => page_reply(py, result, raw),
+                    Waited::Interrupted(interrupt) => Err(interrupt),
+                }
+            }
         }
     }
 
@@ -232,7 +249,7 @@ impl NativeClient {
     fn pages(
         &self,
         py: Python<'_>,
-        kind: u8,
+        kind: Listing,
         page_no: &Bound<'_, PyAny>,
         page_size: &Bound<'_, PyAny>,
         limit: &Bound<'_, PyAny>,
@@ -254,26 +271,20 @@ impl NativeClient {
         let (page, call, limit) = args().map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         let stream = match kind {
-            ACCOUNTS => Stream::Accounts(PageStream::new(
+            Listing::BusinessAccounts => Stream::Accounts(PageStream::new(
                 client,
                 Pager::BusinessAccounts,
                 page,
                 limit,
                 call,
             )),
-            PHONE_NUMBERS => Stream::Numbers(PageStream::new(
+            Listing::BusinessPhoneNumbers => Stream::Numbers(PageStream::new(
                 client,
                 Pager::BusinessPhoneNumbers,
                 page,
                 limit,
                 call,
             )),
-            other => {
-                return Err(to_py(
-                    py,
-                    Error::Internal(format!("unknown listing {other}")),
-                ))
-            }
         };
         Ok(NativePageStream::new(stream))
     }
@@ -282,7 +293,7 @@ impl NativeClient {
     fn list_async<'py>(
         &self,
         py: Python<'py>,
-        kind: u8,
+        kind: Listing,
         page_no: &Bound<'py, PyAny>,
         page_size: &Bound<'py, PyAny>,
         raw: bool,
@@ -293,21 +304,17 @@ impl NativeClient {
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         match kind {
-            ACCOUNTS => awaitable(py, async move {
+            Listing::BusinessAccounts => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_accounts(page, &call)).await;
                 Reply::new(move |py| page_reply(py, result, raw))
             }),
-            PHONE_NUMBERS => awaitable(py, async move {
+            Listing::BusinessPhoneNumbers => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_phone_numbers(page, &call))
                         .await;
                 Reply::new(move |py| page_reply(py, result, raw))
             }),
-            other => Err(to_py(
-                py,
-                Error::Internal(format!("unknown listing {other}")),
-            )),
         }
     }
 }
@@ -351,8 +358,8 @@ fn send_args(
     language: &Bound<'_, PyAny>,
     timeout: &Bound<'_, PyAny>,
     max_retries: &Bound<'_, PyAny>,
-    idempotency_key: Option<String>,
-) -> Result<(SendMessage, CallOptions), Error> {
+    chosen_key: Option<String>,
+) -> Result<(SendRequest, String, CallOptions), Error> {
     let message = SendMessage {
         to: text("to", to)?,
         from: text("from_", from_)?,
@@ -360,10 +367,11 @@ fn send_args(
         parameters: convert::py_to_value("template.parameters", parameters)?,
         language: text("template.language", language)?,
     };
-    // Validated here, on the caller's thread, so a bad argument raises at the call.
-    message.validate()?;
-    let call = call_options(timeout, max_retries, idempotency_key)?;
-    Ok((message, call))
+    // Validated here, once, on the caller's thread, so a bad argument raises at the call.
+    let request = message.validate()?;
+    let key = idempotency_key(chosen_key.as_deref())?;
+    let call = call_options(timeout, max_retries, None)?;
+    Ok((request, key, call))
 }
 
 fn list_args(

@@ -413,10 +413,12 @@ pub(crate) fn page<'py, T: PyItem>(
 
 /// `Model.from_dict`: the same decoding as a response, from a dict.
 #[pyfunction]
+#[pyo3(signature = (kind, data, fallbacks=None))]
 pub(crate) fn model_from_dict<'py>(
     py: Python<'py>,
     kind: &str,
     data: &Bound<'py, PyAny>,
+    fallbacks: Option<(i64, i64)>,
 ) -> PyResult<Bound<'py, PyAny>> {
     use crate::wire::FromWire;
     let to_py = |e| super::errors::to_py(py, e);
@@ -441,7 +443,8 @@ pub(crate) fn model_from_dict<'py>(
                 .and_then(Value::as_array)
                 .and_then(|items| items.first())
                 .is_some_and(|first| first.get("phoneNumberId").is_some());
-            let requested = (1, 20);
+            // `current` and `size` when the object leaves them out: what was asked for.
+            let requested = fallbacks.unwrap_or((1, 20));
             if numbers {
                 let decoded =
                     Page::<BusinessPhoneNumber>::from_wire(object, requested).map_err(to_py)?;

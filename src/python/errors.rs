@@ -29,6 +29,21 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
     let kwargs = PyDict::new(py);
     let class = match error {
         Error::Configuration(_) => module.getattr("ConfigurationError")?,
+        Error::TokenProvider { cause, .. } => {
+            let Some(original) = cause.0.downcast_ref::<PyErr>() else {
+                return Ok(PyErr::from_value(
+                    module.getattr("ConfigurationError")?.call1((message,))?,
+                ));
+            };
+            let original = original.clone_ref(py);
+            // KeyboardInterrupt, SystemExit and the like are not errors of ours to wrap.
+            if !original.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                return Ok(original);
+            }
+            let error = PyErr::from_value(module.getattr("ConfigurationError")?.call1((message,))?);
+            error.set_cause(py, Some(original));
+            return Ok(error);
+        }
         Error::Validation { field, .. } => {
             kwargs.set_item("field", field)?;
             module.getattr("ValidationError")?
@@ -68,8 +83,11 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             kwargs.set_item("snippet", snippet)?;
             module.getattr("DecodeError")?
         }
-        Error::SendRejected(result) => {
-            kwargs.set_item("result", convert::send_result(py, &result, None)?)?;
+        Error::SendRejected(rejected) => {
+            kwargs.set_item(
+                "result",
+                convert::send_result(py, &rejected.result, Some(&rejected.meta))?,
+            )?;
             module.getattr("SendRejectedError")?
         }
         Error::Pagination(_) => module.getattr("PaginationError")?,

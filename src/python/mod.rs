@@ -14,6 +14,28 @@ use pyo3::prelude::*;
 /// Rust `log` records of target `bizmsg` go to Python's `logging.getLogger("bizmsg")`.
 static LOG_RESET: std::sync::OnceLock<pyo3_log::ResetHandle> = std::sync::OnceLock::new();
 
+/// `Page.has_next_page()`: the same rule the page stream follows.
+#[pyfunction]
+fn has_next_page(
+    current: i64,
+    size: i64,
+    items: usize,
+    pages: Option<i64>,
+    total: Option<i64>,
+) -> bool {
+    crate::wire::has_next_page(current, size, items, pages, total)
+}
+
+/// `SendResult.ok` for a result built in Python: the same rule as for a received one.
+#[pyfunction]
+fn is_success_code(code: &Bound<'_, PyAny>, success_codes: Vec<String>) -> bool {
+    let code = match convert::py_to_value("code", code) {
+        Ok(serde_json::Value::Null) | Err(_) => None,
+        Ok(value) => Some(value),
+    };
+    crate::wire::is_success(code.as_ref(), &success_codes)
+}
+
 /// Forgets the logging levels pyo3-log cached, so a level set after the first call applies.
 #[pyfunction]
 fn refresh_logging() {
@@ -25,8 +47,10 @@ fn refresh_logging() {
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
+    // Our lines down to DEBUG; other crates' (reqwest, rustls, ...) from WARN only, so their
+    // debug and trace sites stay cheap and out of the application's logs.
     if let Ok(handle) = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?
-        .filter(log::LevelFilter::Trace)
+        .filter(log::LevelFilter::Warn)
         .filter_target("bizmsg".to_owned(), log::LevelFilter::Debug)
         .install()
     {
@@ -38,6 +62,9 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
         .call_method1("register", (&shutdown,))?;
     module.add_function(shutdown)?;
     module.add_class::<client::NativeClient>()?;
+    module.add_class::<client::Listing>()?;
+    module.add_function(wrap_pyfunction!(has_next_page, module)?)?;
+    module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(convert::model_from_dict, module)?)?;

@@ -336,6 +336,14 @@ impl<'py> IntoPyObject<'py> for Reply {
     type Error = PyErr;
 
     fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        (self.0)(py).map(|object| object.into_bound(py))
+        // A panic here would leave the awaiting coroutine waiting forever: it becomes the
+        // awaited call's InternalError instead.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| (self.0)(py))) {
+            Ok(built) => built.map(|object| object.into_bound(py)),
+            Err(panic) => Err(super::errors::to_py(
+                py,
+                Error::Internal(panic_message(panic.as_ref())),
+            )),
+        }
     }
 }

@@ -13,9 +13,9 @@ mod send;
 mod timestamp;
 
 pub use account::BusinessAccount;
-pub use page::Page;
+pub use page::{has_next_page, Page};
 pub use phone_number::BusinessPhoneNumber;
-pub use send::{SendRequest, SendResult, TemplateRequest, DEFAULT_SUCCESS_CODES};
+pub use send::{is_success, SendRequest, SendResult, TemplateRequest, DEFAULT_SUCCESS_CODES};
 pub use timestamp::parse_timestamp;
 
 /// A model that can be decoded from one JSON object of the service.

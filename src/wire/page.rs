@@ -73,17 +73,35 @@ impl<T: FromWire> Page<T> {
         })
     }
 
-    /// Whether another page may follow this one: by `pages`, else by `total`, else a full
-    /// page means "maybe".
+    /// Whether another page may follow this one (see [`has_next_page`]).
     pub fn has_next_page(&self) -> bool {
-        if self.data.is_empty() {
-            return false;
-        }
-        match (self.pages, self.total) {
-            (Some(pages), _) => self.current < pages,
-            (None, Some(total)) => self.current.saturating_mul(self.size) < total,
-            (None, None) => (self.data.len() as i64) >= self.size,
-        }
+        has_next_page(
+            self.current,
+            self.size,
+            self.data.len(),
+            self.pages,
+            self.total,
+        )
+    }
+}
+
+/// Whether another page may follow a page of `items` items: an empty page is the last; then
+/// `current < pages`; without `pages`, `current * size < total`; without either, a full page
+/// means "maybe". The one rule for the page stream and for Python's `Page.has_next_page()`.
+pub fn has_next_page(
+    current: i64,
+    size: i64,
+    items: usize,
+    pages: Option<i64>,
+    total: Option<i64>,
+) -> bool {
+    if items == 0 {
+        return false;
+    }
+    match (pages, total) {
+        (Some(pages), _) => current < pages,
+        (None, Some(total)) => current.saturating_mul(size) < total,
+        (None, None) => i64::try_from(items).unwrap_or(i64::MAX) >= size,
     }
 }
 

@@ -57,14 +57,18 @@ impl SendResult {
         self.code.as_ref().map(scalar_text)
     }
 
-    /// Decides `ok`: a listed code means success; with no code at all, an `smsId` is the
-    /// service's claim that the message was accepted.
+    /// Decides `ok`: the code is one of `success_codes`. No code is never success (the
+    /// client raises an unknown outcome for it: an `smsId` alone proves nothing, services
+    /// assign ids to rejected messages too).
     pub fn judge<S: AsRef<str>>(&mut self, success_codes: &[S]) {
-        self.ok = match self.code_string() {
-            Some(code) => success_codes.iter().any(|c| c.as_ref().trim() == code),
-            None => self.sms_id.is_some(),
-        };
+        self.ok = is_success(self.code.as_ref(), success_codes);
     }
+}
+
+/// Whether `code` is one of `success_codes`, compared as text (`0` and `"0"` are one code).
+pub fn is_success<S: AsRef<str>>(code: Option<&Value>, success_codes: &[S]) -> bool {
+    code.map(scalar_text)
+        .is_some_and(|code| success_codes.iter().any(|c| c.as_ref().trim() == code))
 }
 
 fn scalar_text(value: &Value) -> String {
@@ -146,8 +150,10 @@ mod tests {
     }
 
     #[test]
-    fn missing_code_trusts_an_sms_id() {
-        assert!(decode(json!({"smsId": "a"})).ok);
+    fn missing_code_is_never_success() {
+        // Regression: an smsId alone was taken as success, even for `status: FAILED`.
+        assert!(!decode(json!({"smsId": "a", "status": "FAILED"})).ok);
+        assert!(!decode(json!({"smsId": "a", "code": null})).ok);
         assert!(!decode(json!({"status": "QUEUED"})).ok);
     }
 }
