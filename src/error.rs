@@ -57,6 +57,8 @@ pub struct UnknownOutcome {
     pub idempotency_key: String,
     pub to: String,
     pub template_name: String,
+    /// The service's `X-Request-Id`, when an answer arrived.
+    pub request_id: Option<String>,
     /// What made the outcome unknown (a read timeout, a connection closed mid-request, ...).
     pub cause: Box<Error>,
 }

@@ -115,6 +115,19 @@ pub fn page_size(value: i64) -> Result<i64> {
     Ok(value)
 }
 
+/// An `Idempotency-Key`: 1 to 255 visible ASCII characters (what the sandbox, the reference
+/// service here, accepts), so a bad key costs no round trip.
+pub fn idempotency_key(key: &str) -> Result<&str> {
+    let visible = key.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    if key.is_empty() || key.len() > 255 || !visible {
+        return Err(Error::validation(
+            "idempotency_key",
+            format!("{key:?} is not 1 to 255 visible ASCII characters (no spaces)"),
+        ));
+    }
+    Ok(key)
+}
+
 /// A value that goes into an HTTP header: whitespace inside, CR, LF or any control character
 /// would either be refused by the server or split the header, so it is refused here.
 pub fn header_value(what: &str, value: &str) -> Result<()> {
@@ -217,6 +230,16 @@ mod tests {
         }
         assert_eq!(mask_phone("8613800000000"), "8613****0000");
         assert_eq!(mask_phone("1234"), "****34");
+    }
+
+    #[test]
+    fn idempotency_keys() {
+        assert!(idempotency_key("order-42_retry.1").is_ok());
+        assert!(idempotency_key(&"k".repeat(255)).is_ok());
+        for bad in ["", "has space", "clé-1", "a\nb"] {
+            assert!(idempotency_key(bad).is_err(), "{bad:?}");
+        }
+        assert!(idempotency_key(&"k".repeat(256)).is_err());
     }
 
     #[test]

@@ -194,16 +194,23 @@ def test_sandbox_404_for_a_base_url_with_a_wrong_prefix(sandbox: Sandbox) -> Non
 
 
 def test_error_body_that_is_not_json_is_text(sandbox: Sandbox, sender: Number) -> None:
-    sandbox.inject("send", status=502, body="<html>Bad Gateway</html>",
+    sandbox.inject("business_accounts", status=502, body="<html>Bad Gateway</html>",
                    headers={"Content-Type": "text/html"})
     with sandbox.client(max_retries=0) as client:
         with pytest.raises(bizmsg.ServerError) as caught:
+            client.business_accounts.list()
+        assert caught.value.body == "<html>Bad Gateway</html>"
+        assert caught.value.status_code == 502
+        assert "Bad Gateway" in str(caught.value)
+        # On a send, a 502 may follow processing: the same error is the unknown outcome's cause.
+        sandbox.inject("send", status=502, body="<html>Bad Gateway</html>",
+                       headers={"Content-Type": "text/html"})
+        with pytest.raises(bizmsg.SendOutcomeUnknownError) as unknown:
             client.messages.send_template(
                 to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
             )
-    assert caught.value.body == "<html>Bad Gateway</html>"
-    assert caught.value.status_code == 502
-    assert "Bad Gateway" in str(caught.value)
+    cause = unknown.value.__cause__
+    assert isinstance(cause, bizmsg.ServerError) and cause.body == "<html>Bad Gateway</html>"
     assert committed(sandbox) == []
 
 
@@ -753,3 +760,57 @@ def test_a_send_that_never_connected_is_not_an_unknown_outcome() -> None:
         for filler in fillers:
             filler.close()
         server.close()
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_a_send_answered_with_a_server_error_after_it_left_is_an_unknown_outcome(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, status: int
+) -> None:
+    # A gateway's 502/504 or a 500 may come after the service processed the message.
+    sandbox.inject("send", status=status)
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+        )
+    cause = caught.value.__cause__
+    assert isinstance(cause, bizmsg.ServerError) and cause.status_code == status
+    [sent] = sandbox.sent_messages()
+    assert caught.value.request_id == sent["request_id"] == cause.request_id
+    assert caught.value.idempotency_key == sent["headers"]["idempotency-key"]
+
+
+def test_a_503_on_a_send_is_retried_and_then_a_server_error(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    # 503 is answered before processing: retried, and in the end a plain ServerError.
+    sandbox.inject("send", status=503, headers={"Retry-After": "0"}, times=3)
+    with pytest.raises(bizmsg.ServerError):
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+        )
+    assert len(sandbox.sent_messages()) == 3
+
+
+def test_an_unknown_outcome_without_a_code_carries_the_request_id(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    sandbox.inject("send", status=200, body='{"smsId": "m-77", "status": "ACCEPTED"}')
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+        )
+    assert caught.value.request_id == sandbox.sent_messages()[0]["request_id"]
+    assert "m-77" in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize("key", ["", "has space", "clé-1", "k" * 256])
+def test_an_idempotency_key_the_service_would_refuse_is_refused_before_sending(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, key: str
+) -> None:
+    with pytest.raises(bizmsg.ValidationError) as caught:
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters="p", language="en",
+            idempotency_key=key,
+        )
+    assert caught.value.field == "idempotency_key"
+    assert sandbox.requests() == []

@@ -3,6 +3,7 @@ line, a repr, a str or an exception."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -160,15 +161,21 @@ def test_bizmsg_log_environment_variable_installs_a_stderr_handler(sandbox: Sand
     assert sandbox.token not in done.stderr
 
 
-def test_retry_warnings_keep_request_ids_whole(
+def test_retry_warnings_mask_phone_numbers_but_keep_ids_whole(
     bizmsg_logs: pytest.LogCaptureFixture, sandbox: Sandbox, client: bizmsg.Client
 ) -> None:
-    # Regression: the phone-number mask ate digit runs inside request ids.
-    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "0"})
+    # Regression: the mask ate digit runs inside ids, and missed numbers next to CJK text or
+    # written with spaces.
+    trace = "4d5f6c1e-1234-5678-9abc-012345678901"
+    body = json.dumps({"code": "503", "msg": f"号码8613800000000限流; to +86 139 0000 0000; trace {trace}"})
+    sandbox.inject("business_accounts", status=503, headers={"Retry-After": "0"}, body=body)
     client.business_accounts.list()
     [warning] = bizmsg_records(bizmsg_logs, logging.WARNING)
-    first = sandbox.requests()[0]
-    assert first["request_id"] in text_of(warning)
+    text = text_of(warning)
+    assert trace in text
+    assert sandbox.requests()[0]["request_id"] in text
+    assert "8613800000000" not in text and "8613****0000" in text
+    assert "139 0000 0000" not in text and "8613****0000" in text
 
 
 def test_the_library_logger_has_a_null_handler() -> None:

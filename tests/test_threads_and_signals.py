@@ -267,9 +267,9 @@ def test_the_interpreter_exits_cleanly_right_after_an_async_call() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork semantics tested on Linux")
 def test_a_forked_child_can_continue_an_inherited_page_iterator(sandbox: Sandbox) -> None:
     # Regression: the child waited forever for the read-ahead task of the parent's runtime.
+    sandbox.delay = 0.5  # set before page 1, so page 2's read-ahead is in flight at the fork
     pages = sandbox.client().business_phone_numbers.iter_pages(page_size=2)
     first = next(pages)
-    sandbox.delay = 0.3  # the read-ahead of page 2 is still in flight at the fork
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1

@@ -344,8 +344,9 @@ class Messages(_Resource):
         Phone numbers may contain ``+``, spaces, dashes, dots and parentheses; 8 to 15 digits
         must remain. Raises :class:`SendRejectedError` when the service reports a failed
         commit, and :class:`SendOutcomeUnknownError` when the message may or may not have been
-        sent (it is then not retried: re-send with its ``idempotency_key``). ``raw=True``
-        returns the decoded JSON body as received.
+        sent (it is then not retried; see that class for reconciling). ``idempotency_key``
+        (1 to 255 visible ASCII characters) replaces the fresh key every send gets.
+        ``raw=True`` returns the decoded JSON body as received.
         """
         return self._native.send(
             to, from_, template.name, template.parameters, template.language,

@@ -96,18 +96,27 @@ class ConnectionBrokenError(TransportError):
 class SendOutcomeUnknownError(TransportError):
     """A send may or may not have reached the recipient, and was therefore not retried.
 
-    To make sure it is sent exactly once, send again with
-    ``idempotency_key=err.idempotency_key``: the service answers a repeated key with the
-    original result instead of sending a second message. ``__cause__`` is what failed.
+    ``__cause__`` is what failed. Check whether the message arrived before sending again. A
+    service that honours ``Idempotency-Key`` (the sandbox does; the spec does not say) answers a
+    re-send with ``idempotency_key=err.idempotency_key`` with the original result instead of a
+    second message.
     """
 
     def __init__(
-        self, message: str, *, idempotency_key: str, to: str, template_name: str
+        self,
+        message: str,
+        *,
+        idempotency_key: str,
+        to: str,
+        template_name: str,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.idempotency_key = idempotency_key
         self.to = to
         self.template_name = template_name
+        #: The service's ``X-Request-Id`` when an answer arrived (a 5xx, an unreadable 2xx).
+        self.request_id = request_id
 
 
 class APIError(BizmsgError):

@@ -35,14 +35,10 @@ impl SendMessage {
     }
 }
 
-/// A fresh idempotency key, or the caller's after checking it can travel in a header.
+/// The caller's idempotency key after checking it, or a fresh one.
 pub fn idempotency_key(chosen: Option<&str>) -> Result<String> {
     match chosen {
-        Some(key) => {
-            validate::header_value("idempotency_key", key)
-                .map_err(|e| Error::validation("idempotency_key", e.to_string()))?;
-            Ok(key.to_owned())
-        }
+        Some(key) => validate::idempotency_key(key).map(str::to_owned),
         None => Ok(uuid::Uuid::new_v4().to_string()),
     }
 }
@@ -68,6 +64,7 @@ impl Client {
         idempotency_key: String,
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
+        validate::idempotency_key(&idempotency_key)?;
         let body = serde_json::to_vec(&request)
             .map_err(|e| Error::Internal(format!("cannot encode the send request: {e}")))?;
         let send = SendContext {
@@ -93,12 +90,15 @@ impl Client {
         let mut result = SendResult::from_wire(object)?;
         if result.code.is_none() {
             // Without a code the commit cannot be judged: the message may have gone out.
-            return Err(send.unknown(Error::Decode {
-                message: "the send result has no `code`, so whether the message was committed \
-                          is unknown"
-                    .to_owned(),
-                snippet: fields::snippet(&Value::Object(result.wire)),
-            }));
+            return Err(send.unknown(
+                Error::Decode {
+                    message: "the send result has no `code`, so whether the message was \
+                              committed is unknown"
+                        .to_owned(),
+                    snippet: fields::snippet(&Value::Object(result.wire)),
+                },
+                answer.meta.request_id,
+            ));
         }
         result.judge(self.success_codes());
         if !result.ok {

@@ -1,9 +1,8 @@
 //! The attempt loop every operation goes through: headers, timeouts, classification of
 //! failures, retries, token refresh after a 401, and the log line of each attempt.
 
-use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
@@ -56,12 +55,14 @@ pub(crate) struct SendContext {
 }
 
 impl SendContext {
-    /// `cause` happened after the request may have reached the service.
-    pub(crate) fn unknown(&self, cause: Error) -> Error {
+    /// `cause` happened after the request may have reached the service; `request_id` is the
+    /// service's, when an answer arrived.
+    pub(crate) fn unknown(&self, cause: Error, request_id: Option<String>) -> Error {
         Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
             idempotency_key: self.idempotency_key.clone(),
             to: self.to.clone(),
             template_name: self.template_name.clone(),
+            request_id,
             cause: Box::new(cause),
         }))
     }
@@ -71,23 +72,48 @@ impl SendContext {
 /// time out, and for a send that would make an outcome unknown for nothing.
 const MIN_ATTEMPT_BUDGET: Duration = Duration::from_millis(50);
 
-/// A request body that notes when the HTTP client first takes bytes from it to write them.
-/// Until then the request has not reached the service: a POST is not processed without its
-/// body. That is what makes a failed send provably unsent, whatever the failure was.
+/// Where a request body stands. The HTTP client takes the body only to write it, and a POST
+/// is not processed without its body: a body that was never taken proves the service never
+/// had the request, whatever the failure was.
+const FRESH: u8 = 0;
+const TAKEN: u8 = 1;
+/// The attempt was given up on: the body must never leave now.
+const ABANDONED: u8 = 2;
+
+/// The request body of a send, with the handshake that makes "never taken" reliable: the
+/// attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then counts the
+/// send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or, finding it
+/// abandoned, fails the write instead of sending it.
 struct WatchedBody {
     data: Option<Bytes>,
-    taken: Arc<AtomicBool>,
+    state: Arc<AtomicU8>,
 }
+
+#[derive(Debug)]
+struct Abandoned;
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the attempt was abandoned before its body was sent")
+    }
+}
+
+impl std::error::Error for Abandoned {}
 
 impl Body for WatchedBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = Abandoned;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
-    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Infallible>>> {
-        self.taken.store(true, Ordering::Release);
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Abandoned>>> {
+        let claimed =
+            self.state
+                .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
+        if claimed == Err(ABANDONED) {
+            return Poll::Ready(Some(Err(Abandoned)));
+        }
         Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
     }
 
@@ -98,6 +124,15 @@ impl Body for WatchedBody {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
     }
+}
+
+/// Whether a failed attempt's request provably never reached the service: its body was never
+/// taken, and now never will be.
+fn claim_unsent(state: &AtomicU8) -> bool {
+    state
+        .compare_exchange(FRESH, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+        || state.load(Ordering::Acquire) == ABANDONED
 }
 
 /// A decoded 2xx answer.
@@ -132,7 +167,7 @@ impl Client {
             None => None,
         };
 
-        let mut authorization = self.shared.token.header(false).await?;
+        let mut authorization = self.token(false, deadline).await?;
         let mut token_refreshed = false;
         let mut attempt: u32 = 1;
         let mut retries_done: u32 = 0;
@@ -154,11 +189,15 @@ impl Client {
                 headers.insert(name.clone(), value.clone());
             }
             // Without a body (a GET) there is nothing to watch: reads are retried regardless.
-            let reached = Arc::new(AtomicBool::new(operation.body.is_none()));
+            let body_state = Arc::new(AtomicU8::new(if operation.body.is_some() {
+                FRESH
+            } else {
+                TAKEN
+            }));
             if let Some(body) = &operation.body {
                 *request.body_mut() = Some(reqwest::Body::wrap(WatchedBody {
                     data: Some(body.clone()),
-                    taken: Arc::clone(&reached),
+                    state: Arc::clone(&body_state),
                 }));
             }
 
@@ -223,9 +262,10 @@ impl Client {
             if error.status_code() == Some(401)
                 && self.shared.token.can_refresh()
                 && !token_refreshed
+                && time_left(deadline).is_none_or(|left| left > MIN_ATTEMPT_BUDGET)
             {
                 token_refreshed = true;
-                authorization = self.shared.token.header(true).await?;
+                authorization = self.token(true, deadline).await?;
                 attempt += 1;
                 continue;
             }
@@ -234,7 +274,7 @@ impl Client {
                 Error::Api(api) => api.retry_after,
                 _ => None,
             };
-            let reached = reached.load(Ordering::Acquire);
+            let reached = !claim_unsent(&body_state);
             let retryable = is_retryable(operation.safety(), &error, reached);
             let delay = (retries_done < max_retries && retryable)
                 .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))
@@ -248,7 +288,13 @@ impl Client {
                 });
             let Some(delay) = delay else {
                 return Err(match &operation.send {
-                    Some(send) if reached && is_ambiguous(&error) => send.unknown(error),
+                    Some(send) if reached && is_ambiguous(&error) => {
+                        let request_id = match &error {
+                            Error::Api(api) => api.request_id.clone(),
+                            _ => None,
+                        };
+                        send.unknown(error, request_id)
+                    }
                     _ => error,
                 });
             };
@@ -259,7 +305,7 @@ impl Client {
                     "{} {} failed ({}); retry {} of {} in {:.2}s",
                     operation.method,
                     operation.url.path(),
-                    mask_phone_numbers(&error.to_string()),
+                    for_log(&error),
                     retries_done,
                     max_retries,
                     delay.as_secs_f64(),
@@ -270,6 +316,20 @@ impl Client {
             }
             tokio::time::sleep(delay).await;
             attempt += 1;
+        }
+    }
+
+    /// The `Authorization` value, asking the provider no longer than the deadline allows.
+    async fn token(&self, refresh: bool, deadline: Option<Instant>) -> Result<HeaderValue> {
+        match time_left(deadline) {
+            None => self.shared.token.header(refresh).await,
+            Some(left) => tokio::time::timeout(left, self.shared.token.header(refresh))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout(
+                        "the token provider did not answer within the total timeout".to_owned(),
+                    ))
+                }),
         }
     }
 
@@ -334,23 +394,46 @@ fn attempt_budget(timeout: super::Timeout, deadline: Option<Instant>) -> Option<
     }
 }
 
-/// Failures after which a send's request may or may not have been processed.
+fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// Failures after which a send's request may or may not have been processed: no complete
+/// answer, an answer that cannot be read, or a server error other than 503 (a gateway's 502 or
+/// 504, a 500, may come after the service processed the request).
 fn is_ambiguous(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::Timeout(_) | Error::ConnectionBroken(_) | Error::Decode { .. }
-    )
+    match error {
+        Error::Timeout(_) | Error::ConnectionBroken(_) | Error::Decode { .. } => true,
+        Error::Api(api) => matches!(api.status_code, 500 | 502 | 504),
+        _ => false,
+    }
 }
 
 fn transport_error(error: reqwest::Error) -> Error {
     let detail = error_chain(&error);
-    if error.is_connect() {
+    if error.is_connect() || refused_by_http2(&error) {
         Error::Connect(detail)
     } else if error.is_timeout() {
         Error::Timeout(detail)
     } else {
         Error::ConnectionBroken(detail)
     }
+}
+
+/// An HTTP/2 refusal that guarantees the request was not processed (RFC 9113 8.7): a graceful
+/// GOAWAY, or the stream refused. Such a request never reached the service, like a failed
+/// connect.
+fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            let graceful = h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR);
+            let refused = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+            return h2.is_remote() && (graceful || refused);
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// `error: cause: cause of cause`, which reqwest's Display alone hides.
@@ -391,32 +474,71 @@ fn snippet(bytes: &[u8]) -> String {
     truncate(&String::from_utf8_lossy(bytes), 200)
 }
 
-/// Masks phone numbers in a log line: runs of 8 to 15 digits that stand alone (not part of
-/// a longer word such as a hex request id).
+/// Masks phone numbers in a log line: a run of 8 to 15 digits, possibly written with `+`,
+/// spaces, dashes, dots or parentheses between them, that is not part of a longer token (an
+/// ASCII word, or a hyphenated one such as a UUID request id). Letters of other scripts are
+/// not glue: `号码8613800000000` is masked.
 pub(crate) fn mask_phone_numbers(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
+    let word = |c: Option<&char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_');
+    let at = |i: usize| chars.get(i);
+    // Glued to the token on the left: a word character, or a hyphen right after one.
+    let glued_left = |start: usize| {
+        let before = start.checked_sub(1).and_then(&at);
+        word(before) || (before == Some(&'-') && word(start.checked_sub(2).and_then(&at)))
+    };
+    let glued_right = |end: usize| word(at(end)) || (at(end) == Some(&'-') && word(at(end + 1)));
     let mut out = String::with_capacity(text.len());
     let mut index = 0;
-    while let Some(&c) = chars.get(index) {
-        let run = chars.get(index..).map_or(0, |rest| {
-            rest.iter().take_while(|c| c.is_ascii_digit()).count()
-        });
-        let glued = |at: Option<&char>| at.is_some_and(|c| c.is_alphanumeric() || *c == '_');
-        let before = index.checked_sub(1).and_then(|i| chars.get(i));
-        if run == 0 {
+    while let Some(&c) = at(index) {
+        let opens = c == '+' || c == '(';
+        let starts =
+            c.is_ascii_digit() || (opens && at(index + 1).is_some_and(char::is_ascii_digit));
+        if !starts || glued_left(index) {
             out.push(c);
             index += 1;
             continue;
         }
-        let digits: String = chars.iter().skip(index).take(run).collect();
-        if (8..=15).contains(&run) && !glued(before) && !glued(chars.get(index + run)) {
-            out.push_str(&mask_phone(&digits));
-        } else {
-            out.push_str(&digits);
+        // Extend over digits and short runs of separators that sit between digits.
+        let separator = |c: Option<&char>| matches!(c, Some(' ' | '-' | '.' | '(' | ')'));
+        let mut end = index + usize::from(opens);
+        let mut digits = String::new();
+        while let Some(&next) = at(end) {
+            if next.is_ascii_digit() {
+                digits.push(next);
+                end += 1;
+                continue;
+            }
+            let gap = (end..end + 3).take_while(|i| separator(at(*i))).count();
+            if gap == 0 || !at(end + gap).is_some_and(char::is_ascii_digit) {
+                break;
+            }
+            end += gap;
         }
-        index += run;
+        if (8..=15).contains(&digits.len()) && !glued_right(end) {
+            out.push_str(&mask_phone(&digits));
+            index = end;
+        } else {
+            // Not a phone number: copy this character and keep scanning after it.
+            out.push(c);
+            index += 1;
+        }
     }
     out
+}
+
+/// An error as a retry warning shows it: phone numbers masked, the request id left whole.
+fn for_log(error: &Error) -> String {
+    match error {
+        Error::Api(api) => {
+            let mut text = format!("{} {}", api.status_code, mask_phone_numbers(&api.message));
+            if let Some(id) = &api.request_id {
+                text.push_str(&format!(", request id {id}"));
+            }
+            text
+        }
+        other => mask_phone_numbers(&other.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -425,17 +547,28 @@ mod tests {
 
     #[test]
     fn log_lines_mask_phone_numbers() {
-        assert_eq!(
-            mask_phone_numbers("from \"8613900000000\" to +14155550100 on port 8080"),
-            "from \"8613****0000\" to +1415****0100 on port 8080"
-        );
-        // Regression: request ids lost digits to the mask.
-        let id = "request id req_83b7b28ee1494e0abf48349a21734145";
-        assert_eq!(mask_phone_numbers(id), id);
-        assert_eq!(
-            mask_phone_numbers("1234567890123456 digits"),
-            "1234567890123456 digits"
-        );
+        for (line, masked) in [
+            (
+                "from \"8613900000000\" to +14155550100 on port 8080",
+                "from \"8613****0000\" to 1415****0100 on port 8080",
+            ),
+            ("to +86 138 0000 0000; done", "to 8613****0000; done"),
+            ("call (415) 555-0100 now", "call 4155****0100 now"),
+            ("号码8613800000000限流", "号码8613****0000限流"),
+            // Not phone numbers: part of a longer token, or too short or long.
+            (
+                "req_83b7b28ee1494e0abf48349a21734145",
+                "req_83b7b28ee1494e0abf48349a21734145",
+            ),
+            (
+                "rid 4d5f6c1e-1234-5678-9abc-012345678901",
+                "rid 4d5f6c1e-1234-5678-9abc-012345678901",
+            ),
+            ("1234567890123456 digits", "1234567890123456 digits"),
+            ("page 12 of 1234567", "page 12 of 1234567"),
+        ] {
+            assert_eq!(mask_phone_numbers(line), masked, "{line}");
+        }
     }
 
     #[test]

@@ -48,7 +48,10 @@ impl Settings {
             // makes a send's outcome unknown).
             .pool_idle_timeout(Duration::from_secs(50))
             // Redirects would re-send a POST somewhere the caller did not name.
-            .redirect(reqwest::redirect::Policy::none());
+            .redirect(reqwest::redirect::Policy::none())
+            // Every retry goes through our loop, so it is counted, logged and judged for send
+            // safety in one place (HTTP/2 refusals included, see execute.rs).
+            .retry(reqwest::retry::never());
         if let Some(proxy) = &self.proxy {
             let proxy = reqwest::Proxy::all(proxy.as_str())
                 .map_err(|e| Error::Configuration(format!("proxy {proxy:?} is not usable: {e}")))?

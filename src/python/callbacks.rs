@@ -93,9 +93,11 @@ pub(crate) struct PyRetryHook {
 }
 
 impl RetryObserver for PyRetryHook {
-    /// Sync calls run the hook on the calling thread. Async calls run it on their event loop
-    /// (`call_soon_threadsafe`), where it may touch asyncio objects, instead of on a runtime
-    /// worker it would block.
+    /// Sync calls run the hook on the calling thread (a page read ahead in the background: on
+    /// a runtime thread). Async calls schedule it on their event loop
+    /// (`call_soon_threadsafe`), where it may touch asyncio objects, instead of running it on
+    /// a runtime worker it would block; it runs there as soon as the loop is free, which may
+    /// be after a short retry has started.
     fn on_retry(&self, attempt: u32, error: &Error, delay: Duration) {
         if super::runtime::exiting() {
             return;
@@ -106,10 +108,20 @@ impl RetryObserver for PyRetryHook {
             let callable = self.callable.bind(py);
             let (value, seconds) = (exception.value(py).clone(), delay.as_secs_f64());
             let outcome = match &locals {
-                Some(locals) => locals
-                    .event_loop(py)
-                    .call_method1("call_soon_threadsafe", (callable, attempt, value, seconds))
-                    .map(drop),
+                Some(locals) => {
+                    let event_loop = locals.event_loop(py);
+                    // A read-ahead may outlive its loop: then there is nobody left to tell.
+                    if event_loop
+                        .call_method0("is_closed")
+                        .and_then(|closed| closed.is_truthy())
+                        .unwrap_or(true)
+                    {
+                        return;
+                    }
+                    event_loop
+                        .call_method1("call_soon_threadsafe", (callable, attempt, value, seconds))
+                        .map(drop)
+                }
                 None => callable.call1((attempt, value, seconds)).map(drop),
             };
             if let Err(raised) = outcome {

@@ -175,7 +175,7 @@ impl NativeClient {
                     "bizmsg: the interrupted send may have reached the service; it went out \
                      with Idempotency-Key {key:?}"
                 );
-                let _ = interrupt.value(py).call_method1("add_note", (note,));
+                note_on(py, &interrupt, &note);
                 Err(interrupt)
             }
         }
@@ -316,6 +316,15 @@ impl NativeClient {
                 Reply::new(move |py| page_reply(py, result, raw))
             }),
         }
+    }
+}
+
+/// Adds `note` to an exception: `add_note` (Python 3.11+, shown in tracebacks), else the
+/// `__notes__` list it would have filled (3.10: visible to code, not in the traceback).
+fn note_on(py: Python<'_>, error: &PyErr, note: &str) {
+    let value = error.value(py);
+    if value.call_method1("add_note", (note,)).is_err() {
+        let _ = value.setattr("__notes__", vec![note]);
     }
 }
 

@@ -55,6 +55,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             kwargs.set_item("idempotency_key", &unknown.idempotency_key)?;
             kwargs.set_item("to", &unknown.to)?;
             kwargs.set_item("template_name", &unknown.template_name)?;
+            kwargs.set_item("request_id", &unknown.request_id)?;
             let exception = module
                 .getattr("SendOutcomeUnknownError")?
                 .call((message,), Some(&kwargs))?;
