@@ -18,6 +18,19 @@ from bizmsg.testing import Sandbox
 from conftest import Number, committed
 
 
+def exit_code_of_child(pid: int, timeout: float, what: str) -> int:
+    """Waits for a forked child; kills it and fails the test if it hangs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(what)
+
+
 def test_one_client_shared_by_eight_threads(sandbox: Sandbox, sender: Number) -> None:
     with sandbox.client() as reference:
         accounts = {n: reference.business_accounts.list(page_no=n, page_size=1) for n in (1, 2, 3)}
@@ -190,18 +203,7 @@ def test_a_forked_child_can_use_the_parents_client(sandbox: Sandbox) -> None:
             code = 2
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 15
-    status = None
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.02)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung")
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert exit_code_of_child(pid, timeout=15, what="the forked child hung") == 0
     # The parent's client still works after the fork.
     assert len(client.business_accounts.list(page_size=1)) == 1
     client.close()
@@ -277,15 +279,5 @@ def test_a_forked_child_can_continue_an_inherited_page_iterator(sandbox: Sandbox
             code = 0 if next(pages).current == 2 else 3
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung on the inherited page iterator")
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert exit_code_of_child(pid, timeout=10, what="the forked child hung on the inherited page iterator") == 0
     assert first.current == 1
