@@ -188,18 +188,15 @@ impl Client {
             for (name, value) in &self.options.headers {
                 headers.insert(name.clone(), value.clone());
             }
-            // Without a body (a GET) there is nothing to watch: reads are retried regardless.
-            let body_state = Arc::new(AtomicU8::new(if operation.body.is_some() {
-                FRESH
-            } else {
-                TAKEN
-            }));
-            if let Some(body) = &operation.body {
+            // Only a body is watched: a request without one (a GET) is a read, retried anyway.
+            let body_state = operation.body.as_ref().map(|body| {
+                let state = Arc::new(AtomicU8::new(FRESH));
                 *request.body_mut() = Some(reqwest::Body::wrap(WatchedBody {
                     data: Some(body.clone()),
-                    state: Arc::clone(&body_state),
+                    state: Arc::clone(&state),
                 }));
-            }
+                state
+            });
 
             let budget = attempt_budget(timeout, deadline);
             let outcome = match budget {
@@ -274,7 +271,9 @@ impl Client {
                 Error::Api(api) => api.retry_after,
                 _ => None,
             };
-            let reached = !claim_unsent(&body_state);
+            let reached = body_state
+                .as_deref()
+                .is_none_or(|state| !claim_unsent(state));
             let retryable = is_retryable(operation.safety(), &error, reached);
             let delay = (retries_done < max_retries && retryable)
                 .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))

@@ -13,9 +13,7 @@ use super::errors::to_py;
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{awaitable, wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage};
-use crate::client::{
-    CallOptions, ClientConfig, Meta, Response, RetryObserver, TokenSource, Verify,
-};
+use crate::client::{CallOptions, ClientConfig, Response, RetryObserver, TokenSource, Verify};
 use crate::error::Error;
 use crate::wire::{Page, SendRequest, SendResult};
 use crate::{Client, Timeout};
@@ -354,8 +352,7 @@ fn page_reply<T: convert::PyItem>(
     raw: bool,
 ) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
-    let meta: Option<&Meta> = Some(&response.meta);
-    Ok(convert::page(py, &response.value, meta, raw)?.unbind())
+    Ok(convert::page(py, &response.value, Some(&response.meta), raw)?.unbind())
 }
 
 #[allow(clippy::too_many_arguments)]
