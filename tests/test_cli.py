@@ -1,27 +1,73 @@
-"""The ``bizmsg`` command: ``demo``, ``sandbox`` (standalone, reachable with any HTTP client)
-and ``--version``."""
+"""The ``bizmsg`` command: ``demo``, ``sandbox`` (standalone, reachable with any HTTP client),
+``--version``, and what every command shares: help, configuration, exit statuses, --debug, the
+token never printed, Ctrl-C. ``send`` and the listings are in test_cli_send.py and
+test_cli_list.py, which use the helpers here.
+
+Every command runs as a real process: ``python -m bizmsg`` or the installed console script.
+A test that interrupts one uses the ``sigint_handler`` fixture: started with SIGINT ignored
+(``nohup``, ``cmd &`` in a script), children would inherit the ignored signal, whereas a
+handled one is reset to the default by exec, so the child's Python raises KeyboardInterrupt.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import bizmsg
-from conftest import free_port
+from bizmsg.testing import Sandbox
+from conftest import Number, free_port
+
+MODULE = (sys.executable, "-m", "bizmsg")
+SCRIPT = (str(Path(sys.executable).parent / "bizmsg"),)
 
 
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bizmsg", *args], capture_output=True,
-                          text=True, timeout=timeout)
+def environment(**variables: str) -> dict[str, str]:
+    """This process's environment without bizmsg's variables and COLUMNS, plus ``variables``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIZMSG_") and k != "COLUMNS"}
+    env.update(variables)
+    return env
+
+
+def run(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
+        command: Sequence[str] = MODULE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          env=environment() if env is None else env)
+
+
+def on(sandbox: Sandbox, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    """Runs a command against ``sandbox``, configured by options."""
+    return run(*args, "--base-url", sandbox.base_url, "--token", sandbox.token, **options)
+
+
+def start(sandbox: Sandbox, *args: str) -> subprocess.Popen[str]:
+    """Starts a command against ``sandbox``, configured by the environment."""
+    return subprocess.Popen(
+        [*MODULE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token),
+    )
+
+
+@pytest.fixture(params=["module", "script"])
+def entry_point(request: pytest.FixtureRequest) -> Sequence[str]:
+    """``python -m bizmsg`` and the installed ``bizmsg`` script."""
+    if request.param == "module":
+        return MODULE
+    if not Path(SCRIPT[0]).exists():
+        pytest.skip("no console script next to this interpreter")
+    return SCRIPT
 
 
 def test_demo_runs_and_prints_the_send_result() -> None:
@@ -124,7 +170,7 @@ def test_standalone_sandbox_serves_until_terminated() -> None:
             client.business_accounts.list()
 
 
-def test_standalone_sandbox_stops_on_ctrl_c() -> None:
+def test_standalone_sandbox_stops_on_ctrl_c(sigint_handler: None) -> None:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "bizmsg", "sandbox", "--port", str(port), "--tenant", "solo"],
@@ -146,9 +192,266 @@ def test_standalone_sandbox_stops_on_ctrl_c() -> None:
 
 
 def test_standalone_sandbox_on_a_taken_port_fails_cleanly() -> None:
-    from bizmsg.testing import Sandbox
-
     with Sandbox() as taken:
         done = run("sandbox", "--port", str(taken.port), timeout=30)
     assert done.returncode == 1
     assert "ConfigurationError" in done.stderr and "could not start" in done.stderr
+
+
+# --- what every command shares ----------------------------------------------------------------
+
+
+def test_help_documents_the_exit_statuses_and_the_configuration() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    for status, meaning in [("0", "success"), ("1", "API or transport error"),
+                            ("2", "usage or configuration error"), ("3", "send rejected"),
+                            ("4", "send outcome unknown"), ("130", "interrupted")]:
+        assert any(line.split()[:1] == [status] and meaning in line
+                   for line in done.stdout.splitlines()), (status, done.stdout)
+    for name in ("BIZMSG_TOKEN", "BIZMSG_BASE_URL", "--token", "--base-url"):
+        assert name in done.stdout
+
+
+def subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``(action, {name: parser})`` of each set of subcommands ``parser`` has."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            typed = cast("argparse._SubParsersAction[argparse.ArgumentParser]", action)
+            yield typed, dict(typed.choices)
+
+
+def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for _, choices in subcommands(parser):
+        for choice in choices.values():
+            yield from all_parsers(choice)
+
+
+def test_every_command_and_option_has_a_help_text() -> None:
+    from bizmsg.cli import _parser
+
+    parsers = list(all_parsers(_parser()))
+    assert {p.prog for p in parsers} >= {"bizmsg send", "bizmsg accounts list",
+                                         "bizmsg numbers list", "bizmsg demo", "bizmsg sandbox"}
+    for parser in parsers:
+        for action, choices in subcommands(parser):
+            assert {a.dest for a in action._choices_actions if a.help} == set(choices)
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help and action.help != argparse.SUPPRESS, (parser.prog, action.dest)
+
+
+@pytest.mark.parametrize("variables, missing", [
+    ({}, ["a token (--token or $BIZMSG_TOKEN)", "a base URL (--base-url or $BIZMSG_BASE_URL)"]),
+    ({"BIZMSG_TOKEN": "t"}, ["a base URL"]),
+    ({"BIZMSG_BASE_URL": "http://127.0.0.1:9"}, ["a token"]),
+])
+@pytest.mark.parametrize("args", [("numbers", "list"), ("accounts", "list"),
+                                  ("send", "--to", "8613800138000", "--from", "8613900000000",
+                                   "--template", "t", "--language", "en")])
+def test_missing_configuration_is_one_line_naming_what_is_missing(
+    variables: dict[str, str], missing: list[str], args: tuple[str, ...]
+) -> None:
+    done = run(*args, env=environment(**variables))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: missing ")
+    for what in missing:
+        assert what in line
+    if len(missing) == 1:
+        assert ("token" in line) != ("base URL" in line)
+
+
+def test_options_are_taken_from_the_environment_too(sandbox: Sandbox) -> None:
+    env = environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token)
+    done = run("accounts", "list", "--output", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total"] == 3
+    # An option wins over its variable.
+    done = run("accounts", "list", "--token", "sandbox-token-globex", "--output", "json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["data"][0]["name"] == "Globex Support"
+
+
+def test_a_configuration_the_client_refuses_is_a_configuration_error() -> None:
+    done = run("numbers", "list", "--base-url", "http://example.com", "--token", "t")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: ConfigurationError: ") and "http://" in line
+
+
+@pytest.mark.parametrize("args", [
+    ("numbers", "list", "--page", "0"),
+    ("numbers", "list", "--page-size", "1001"),
+    ("numbers", "list", "--page", "2", "--all"),
+    ("accounts", "list", "--output", "xml"),
+    ("accounts", "list", "--columns", "name,nope"),
+    ("accounts",),
+    ("send", "--param", "a", "--parameters", "b"),
+])
+def test_bad_usage_exits_2_before_any_request(sandbox: Sandbox, args: tuple[str, ...]) -> None:
+    done = on(sandbox, *args)
+    assert done.returncode == 2, done.stderr
+    assert "usage: bizmsg" in done.stderr and "Traceback" not in done.stderr
+    assert sandbox.requests() == []
+
+
+def test_columns_with_a_json_output_is_a_usage_error(sandbox: Sandbox) -> None:
+    done = on(sandbox, "numbers", "list", "--columns", "status", "--output", "jsonl")
+    assert done.returncode == 2
+    assert done.stderr == "bizmsg: --columns applies to --output table and csv; " \
+                          "jsonl prints the objects as received\n"
+    assert sandbox.requests() == []
+
+
+#: Each way a command ends: its exit status and how its stderr starts ("" for nothing at all).
+EXIT_STATUSES = {
+    "ok": (0, ""),
+    "api error": (1, "bizmsg: ServerError: "),
+    "transport error": (1, "bizmsg: ConnectError: "),
+    "usage": (2, "usage: bizmsg numbers list"),
+    "configuration": (2, "bizmsg: missing a token"),
+    "validation": (2, "bizmsg: ValidationError: invalid to"),
+    "rejected": (3, 'bizmsg: SendRejectedError: code 1002: from "14155550100" is not a '
+                    "business phone number of this account\n"),
+    "unknown": (4, "bizmsg: SendOutcomeUnknownError: "),
+}
+
+
+def prepare(case: str, sandbox: Sandbox, sender: Number) -> tuple[list[str], dict[str, str]]:
+    """The arguments and environment of a command that ends as ``case`` says."""
+    def send(from_: str = sender.display, to: str = "+86 138 0013 8000") -> list[str]:
+        return ["send", "--to", to, "--from", from_, "--template", "t", "--language", "en"]
+
+    args = ["numbers", "list"]
+    env = {"BIZMSG_BASE_URL": sandbox.base_url, "BIZMSG_TOKEN": sandbox.token}
+    if case == "api error":
+        sandbox.inject("business_phone_numbers", status=500, times=5)
+    elif case == "transport error":
+        env["BIZMSG_BASE_URL"] = f"http://127.0.0.1:{free_port()}"
+    elif case == "usage":
+        args += ["--page", "x"]
+    elif case == "configuration":
+        del env["BIZMSG_TOKEN"]
+    elif case == "validation":
+        args = send(to="12345")
+    elif case == "rejected":
+        args = send(from_="+1 415 555 0100")  # not a number of this tenant
+    elif case == "unknown":
+        sandbox.inject("send", cut_connection=True)  # processed, then the connection is cut
+        args = send()
+    return args, env
+
+
+@pytest.mark.parametrize("case", EXIT_STATUSES)
+def test_exit_statuses(case: str, sandbox: Sandbox, sender: Number,
+                       entry_point: Sequence[str]) -> None:
+    args, env = prepare(case, sandbox, sender)
+    done = run(*args, env=environment(**env), command=entry_point)
+    status, stderr = EXIT_STATUSES[case]
+    assert done.returncode == status, done.stderr
+    assert done.stderr.startswith(stderr) and (stderr or done.stderr == "")
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    if case == "ok":
+        assert "PHONE_NUMBER_ID" in done.stdout
+    elif case == "unknown":
+        key = sandbox.sent_messages()[-1]["headers"]["idempotency-key"]
+        assert len(lines) == 2 and f"--idempotency-key {key} " in lines[1]
+    elif case != "usage":
+        assert len(lines) == 1, lines
+    assert (done.stdout == "") == (case != "ok")
+
+
+def test_an_error_body_of_many_lines_is_still_one_line(sandbox: Sandbox) -> None:
+    sandbox.inject("business_accounts", status=404, body="<html>\n<h1>Not\nFound</h1>\n</html>",
+                   headers={"Content-Type": "text/html"})
+    done = on(sandbox, "accounts", "list")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: NotFoundError: ")
+    assert "<html> <h1>Not Found</h1> </html>" in line
+
+
+@pytest.mark.parametrize("where", ["before the command", "after it"])
+def test_debug_logs_the_requests_and_shows_the_traceback(sandbox: Sandbox, where: str) -> None:
+    sandbox.inject("business_phone_numbers", status=500, times=5)
+    args = ["numbers", "list", "--base-url", sandbox.base_url, "--token", sandbox.token]
+    args = ["--debug", *args] if where == "before the command" else [*args, "--debug"]
+    done = run(*args)
+    assert done.returncode == 1
+    assert "bizmsg DEBUG GET /v1/chat/businessPhoneNumber -> 500" in done.stderr
+    assert "bizmsg WARNING GET /v1/chat/businessPhoneNumber failed" in done.stderr
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("bizmsg: ServerError: ")
+    assert sandbox.token not in done.stderr
+
+
+def test_debug_adds_no_second_handler_to_bizmsg_log(sandbox: Sandbox) -> None:
+    done = run("--debug", "accounts", "list", "--page-size", "1", env=environment(
+        BIZMSG_LOG="debug", BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("GET /v1/chat/businessAccounts -> 200") == 1
+
+
+@pytest.fixture
+def secret_sandbox() -> Iterator[Sandbox]:
+    """A sandbox whose token cannot appear in any output by chance."""
+    with Sandbox(tenants=["zq7-secret-tenant"]) as sandbox:
+        yield sandbox
+
+
+def test_the_token_is_never_printed(secret_sandbox: Sandbox) -> None:
+    sandbox, token = secret_sandbox, secret_sandbox.token
+    sender = json.loads(on(sandbox, "numbers", "list", "-o", "jsonl").stdout.splitlines()[0])
+    send = ("send", "--to", "8613800138000", "--template", "t", "--language", "en")
+    runs = [
+        on(sandbox, "--debug", "numbers", "list", "--all", "-o", "csv"),
+        on(sandbox, "--debug", "accounts", "list", "-o", "json"),
+        on(sandbox, "--debug", *send, "--from", sender["displayPhoneNumber"]),
+        on(sandbox, "--debug", *send, "--from", "+1 415 555 0100"),
+        run("--debug", "numbers", "list", env=environment(BIZMSG_TOKEN=token)),
+        run("--debug", "numbers", "list", "--base-url", "http://example.com", "--token", token),
+        run("--debug", "numbers", "list", "--base-url", sandbox.base_url, "--token", token + "x"),
+        # Misplaced, so that argparse quotes it in its usage errors:
+        run("--token", token, "numbers", "list"),
+        run("numbers", "--tok", token, "list"),
+        run("demo", f"--token={token}"),
+    ]
+    sandbox.inject("send", cut_connection=True)
+    runs.append(on(sandbox, "--debug", *send, "--from", sender["displayPhoneNumber"]))
+    sandbox.inject("business_phone_numbers", status=500, times=5)
+    runs.append(on(sandbox, "--debug", "numbers", "list"))
+    assert [done.returncode for done in runs] == [0, 0, 0, 3, 2, 2, 1, 2, 2, 2, 4, 1]
+    for done in runs:
+        assert token not in done.stdout + done.stderr, done.args
+    assert "invalid choice: '<token>'" in runs[7].stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("listing", ["numbers", "accounts"])
+def test_ctrl_c_during_a_listing_exits_130_with_one_line(
+    sandbox: Sandbox, listing: str, sigint_handler: None
+) -> None:
+    sandbox.delay = 5
+    process = start(sandbox, listing, "list", "--all")
+    try:
+        wait_for_a_request(sandbox)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert stderr == "bizmsg: interrupted\n"
+    assert len(stdout.splitlines()) == 1  # the table's header, written before the first page
+
+
+def wait_for_a_request(sandbox: Sandbox, timeout: float = 30) -> dict[str, Any]:
+    """The first request that reached ``sandbox`` (waited for)."""
+    deadline = time.monotonic() + timeout
+    while not sandbox.requests():
+        assert time.monotonic() < deadline, "no request arrived"
+        time.sleep(0.02)
+    return sandbox.requests()[0]
