@@ -8,12 +8,18 @@ HTTP layer is mocked.
 - ``sender`` / ``globex_sender``: the first number of each tenant of a seed-0 sandbox (always
   CONNECTED, see docs/sandbox.md "Demo guarantee"), read once per session from a sandbox of its
   own so that no test's request log holds the look-up.
+- ``sigint_handler``: Python's own SIGINT handler (``KeyboardInterrupt``) installed for the test,
+  for tests that interrupt their own process; ``DEFAULT_SIGINT`` does the same at the top of a
+  child's script. Neither may be taken for granted: a run started with SIGINT ignored (``nohup``,
+  ``cmd &`` in a script, many CI runners, cron) starts Python without its handler, and children
+  inherit the ignored disposition.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +39,11 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("bizmsg")
+
+
+#: Put first in a child's script that relies on Ctrl-C (SIGINT) raising KeyboardInterrupt: a child
+#: inherits an ignored SIGINT, and Python then installs no handler of its own.
+DEFAULT_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
 
 @dataclass(frozen=True)
@@ -147,3 +158,16 @@ def bizmsg_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureF
     # caplog restores the levels after this teardown; the Rust side re-reads them lazily.
     logging.getLogger("bizmsg").setLevel(logging.NOTSET)
     bizmsg.refresh_logging()
+
+
+@pytest.fixture
+def sigint_handler() -> Iterator[None]:
+    """Installs ``signal.default_int_handler`` for SIGINT during the test (as a terminal start
+    would have it) and restores whatever was there before, ``SIG_IGN`` included."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        # None: a handler not installed from Python, which cannot be put back; leave Python's.
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

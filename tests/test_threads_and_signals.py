@@ -1,4 +1,10 @@
-"""Threads sharing a client, Ctrl-C during a blocked call, fork, and process exit."""
+"""Threads sharing a client, Ctrl-C during a blocked call, fork, and process exit.
+
+The Ctrl-C tests set up the SIGINT disposition they rely on themselves (``DEFAULT_SIGINT`` in a
+child's script, the ``sigint_handler`` fixture in this process): started with SIGINT ignored
+(``nohup``, a background job of a script, many CI runners), Python installs no KeyboardInterrupt
+handler and children inherit the ignored signal. ``.ci/run`` runs them so started.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from typing import Any
 import pytest
 
 from bizmsg.testing import Sandbox
-from conftest import Number, committed
+from conftest import DEFAULT_SIGINT, Number, committed
 
 
 def exit_code_of_child(pid: int, timeout: float, what: str) -> int:
@@ -105,7 +111,7 @@ def test_threads_and_asyncio_share_the_runtime(sandbox: Sandbox) -> None:
     assert len(sandbox.requests()) == 3 * 5 + 5
 
 
-CTRL_C_SCRIPT = textwrap.dedent(
+CTRL_C_SCRIPT = DEFAULT_SIGINT + textwrap.dedent(
     """
     import sys, time
     from bizmsg.testing import Sandbox
@@ -161,7 +167,7 @@ def test_ctrl_c_interrupts_a_blocked_sync_call(call: str) -> None:
 def test_ctrl_c_aborts_the_call_and_its_remaining_retries(sandbox: Sandbox) -> None:
     # Interrupted during a retry's wait: no later attempt may reach the service.
     sandbox.inject("business_accounts", status=503, headers={"Retry-After": "1"}, times=5)
-    script = textwrap.dedent(
+    script = DEFAULT_SIGINT + textwrap.dedent(
         f"""
         import time, bizmsg
         client = bizmsg.Client({sandbox.token!r}, base_url={sandbox.base_url!r}, max_retries=4)
@@ -187,6 +193,31 @@ def test_ctrl_c_aborts_the_call_and_its_remaining_retries(sandbox: Sandbox) -> N
             process.wait()
     assert "interrupted" in out, err
     assert len(sandbox.requests()) == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_this_process_interrupts_a_send_and_the_client_still_works(
+    sandbox: Sandbox, sender: Number, sigint_handler: None
+) -> None:
+    sandbox.delay = 5
+    ctrl_c = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    with sandbox.client() as client:
+        started = time.monotonic()
+        ctrl_c.start()
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught:
+                client.messages.send_template(
+                    to="14155550100", from_=sender.digits, name="n", parameters="p",
+                    language="en", idempotency_key="interrupted-send-key",
+                )
+        finally:
+            ctrl_c.cancel()
+            ctrl_c.join()
+        assert time.monotonic() - started < 3
+        notes = getattr(caught.value, "__notes__", [])
+        assert any("Idempotency-Key" in n and "interrupted-send-key" in n for n in notes), notes
+        sandbox.delay = 0
+        assert len(client.business_accounts.list(page_size=1)) == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork semantics tested on Linux")
