@@ -400,17 +400,7 @@ def test_to_records(client: bizmsg.Client) -> None:
     assert all(type(r) is dict for r in records[0]["business_phone_numbers"])
 
 
-def test_repr_html(client: bizmsg.Client) -> None:
-    page = client.business_accounts.list(page_size=2)
-    html = page._repr_html_()
-    assert html.startswith("<table") and html.endswith("</table>")
-    assert html.count("<tr>") == 3  # header + two rows
-    for account in page:
-        assert f"<td>{account.biz_account_id}</td>" in html
-        assert f"[{len(account.business_phone_numbers)} items]" in html
-    assert "<th>chat_business_manager_messaging_limit</th>" in html
-    one = page.data[0]._repr_html_()
-    assert "<table>" in one and "BusinessAccount" in one and one.endswith("</table>")
+# The HTML reprs (columns, badges, timestamps, details blocks, errors): tests/test_display.py.
 
 
 def test_repr_html_escapes_text() -> None:
@@ -420,12 +410,6 @@ def test_repr_html_escapes_text() -> None:
     html = page._repr_html_()
     assert "<script>" not in html
     assert "&lt;script&gt;x&lt;/script&gt;" in html
-
-
-def test_repr_html_of_an_empty_page() -> None:
-    page = bizmsg.Page.from_dict(page_wire([], total=0, size=20, current=1, pages=0))
-    html = page._repr_html_()
-    assert html == "<p>Empty page 1 of 0</p>"
 
 
 # --- properties ------------------------------------------------------------------------------

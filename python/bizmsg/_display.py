@@ -1,0 +1,405 @@
+"""Notebook display: HTML for models, pages and errors, and the short traceback IPython shows
+for a bizmsg error.
+
+Imported on first display only (``import bizmsg`` never loads it, nor ``html``). The markup uses
+inline styles only (notebook renderers drop or scope ``<style>`` blocks), sets no text colour
+(the theme's is used) and tints badges with semi-transparent backgrounds, so it reads in light
+and dark themes alike. Alignment, striping and fonts are left to the host, as for a DataFrame.
+Every text that comes from the service or the caller is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import traceback
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any
+
+from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult, _as_list, _Model
+
+__all__ = ["model_html", "page_html", "error_html", "error_traceback", "format_time"]
+
+_esc = html.escape
+
+# --- columns ---------------------------------------------------------------------------------
+
+TEXT, BADGE, TIME, NUMBERS = "text", "badge", "time", "numbers"
+
+#: How a field is shown: (header label, kind). Fields not listed are shown as text under their
+#: name; a datetime value is shown as a time whatever its field.
+_FIELDS: dict[str, tuple[str, str]] = {
+    "biz_account_id": ("account id", TEXT),
+    "phone_number_id": ("phone number id", TEXT),
+    "display_phone_number": ("display number", TEXT),
+    "verified_name": ("verified name", TEXT),
+    "name": ("name", TEXT),
+    "status": ("status", BADGE),
+    "quality_rating": ("quality", BADGE),
+    "code_verification_status": ("code verification", BADGE),
+    "business_verification_status": ("business verification", BADGE),
+    "account_review_status": ("review", BADGE),
+    "messaging_limit_tier": ("tier", TEXT),
+    "chat_business_manager_messaging_limit": ("limit", TEXT),
+    "business_phone_numbers": ("numbers", NUMBERS),
+    "throughput": ("throughput", TEXT),
+    "create_time": ("created (UTC)", TIME),
+    "update_time": ("updated (UTC)", TIME),
+    "sms_id": ("sms id", TEXT),
+    "code": ("code", TEXT),
+    "msg": ("msg", TEXT),
+}
+
+#: The columns a page shows first, per item type; the other fields go in a collapsed block.
+_MAIN: dict[type, tuple[str, ...]] = {
+    BusinessPhoneNumber: (
+        "phone_number_id", "display_phone_number", "verified_name", "status", "quality_rating",
+        "messaging_limit_tier", "create_time",
+    ),
+    # The numbers last: expanded in place, they widen only the last column.
+    BusinessAccount: (
+        "biz_account_id", "name", "status", "account_review_status",
+        "chat_business_manager_messaging_limit", "business_phone_numbers",
+    ),
+    SendResult: ("sms_id", "status", "code", "msg"),
+}
+
+#: The columns of the numbers nested in an account row (narrow: they sit in one cell).
+_NESTED_NUMBER = (
+    "display_phone_number", "phone_number_id", "status", "quality_rating", "messaging_limit_tier",
+)
+
+# --- styles (kept short: they repeat on every row of a long page) ----------------------------
+
+_GREEN = frozenset({"GREEN", "CONNECTED", "VERIFIED", "ACTIVE", "APPROVED", "ACCEPTED"})
+_AMBER = frozenset({"YELLOW", "PENDING", "PENDING_REVIEW", "IN_REVIEW", "FLAGGED"})
+_RED = frozenset({
+    "RED", "DISCONNECTED", "BANNED", "REJECTED", "FAILED", "DISABLED", "SUSPENDED",
+    "RESTRICTED", "DELETED",
+})
+# Tints, not colours: the text keeps the theme's colour on any background.
+_TINT = {"green": "#2ea04340", "amber": "#d2992240", "red": "#e5534b40", "grey": "#8b949e33"}
+_BADGE = "<span style='background:{};border-radius:4px;padding:0 5px;white-space:nowrap'>{}</span>"
+_TABLE = "<table style='margin:0;font-size:12px'>"
+_SMALL_TABLE = "<table style='margin:2px 0;font-size:11px'>"
+_CAPTION = ("<caption style='text-align:left;caption-side:top;padding:2px 0;font-size:12px'>"
+            "{}</caption>")
+_SUMMARY = "<summary style='cursor:pointer;font-size:12px'>{}</summary>"
+_LEFT = " style='text-align:left'"
+# Cells of the small tables nested in a row: tight, never wrapped.
+_NESTED = " style='text-align:left;white-space:nowrap;padding:2px 6px'"
+_MUTED = "opacity:.65"
+
+
+def badge_tone(value: object) -> str:
+    """``green``, ``amber``, ``red`` or ``grey`` for a status-like value (case ignored)."""
+    key = str(value).upper()
+    if key in _GREEN:
+        return "green"
+    if key in _AMBER:
+        return "amber"
+    if key in _RED:
+        return "red"
+    return "grey"
+
+
+def _badge(value: object) -> str:
+    if value is None or value == "":
+        return ""
+    return _BADGE.format(_TINT[badge_tone(value)], _esc(str(value)))
+
+
+def format_time(value: datetime) -> str:
+    """A timestamp in the one form the HTML uses: UTC, to the second, ``2024-03-05 02:15:30Z``
+    (naive values are taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+_WIRE_NAMES: dict[type, dict[str, str]] = {}
+
+
+def _wire_name(item: _Model, name: str) -> str:
+    cls = type(item)
+    names = _WIRE_NAMES.get(cls)
+    if names is None:
+        names = _WIRE_NAMES[cls] = dict(cls._WIRE_NAMES)
+    return names.get(name, name)
+
+
+def _time_cell(item: object, name: str, value: object, tag: str = "td", extra: str = "") -> str:
+    # The received text, as the service sent it, goes in the tooltip.
+    wire: dict[str, Any] | None = getattr(item, "_wire", None)
+    original: object = None
+    if wire is not None and isinstance(item, _Model):
+        original = wire.get(_wire_name(item, name))
+    if isinstance(value, datetime):
+        shown = format_time(value).replace(" ", "\u00a0")  # never wrapped at the space
+        title = original if isinstance(original, str) else value.isoformat(timespec="milliseconds")
+        return f"<{tag}{extra} title='{_esc(title)}'>{shown}</{tag}>"
+    if original is None or original == "":
+        return f"<{tag}{extra}></{tag}>"
+    # Not a timestamp bizmsg could read (the field is None): show the text, dimmed.
+    return (f"<{tag}{extra} title='not a timestamp bizmsg could read'>"
+            f"<span style='{_MUTED}'>{_esc(str(original))}</span></{tag}>")
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    items = _as_list(value)
+    if items is not None:
+        return f"[{len(items)} items]"
+    if isinstance(value, datetime):
+        return format_time(value)
+    return _esc(str(value))
+
+
+def _kind(name: str, value: object) -> str:
+    kind = _FIELDS.get(name, (name, TEXT))[1]
+    if kind == TEXT and isinstance(value, datetime):
+        return TIME
+    return kind
+
+
+def _label(name: str) -> str:
+    return _FIELDS.get(name, (name.replace("_", " "), TEXT))[0]
+
+
+def _header(names: Sequence[str], extra: str = "") -> str:
+    cells = "".join(f"<th{extra} title='{_esc(n)}'>{_esc(_label(n))}</th>" for n in names)
+    return f"<thead><tr>{cells}</tr></thead>"
+
+
+def _cell(item: object, name: str, tag: str = "td", extra: str = "") -> str:
+    value = getattr(item, name, None)
+    kind = _kind(name, value)
+    if kind == TIME:
+        return _time_cell(item, name, value, tag, extra)
+    if kind == BADGE:
+        return f"<{tag}{extra}>{_badge(value)}</{tag}>"
+    items = _as_list(value)
+    if kind == NUMBERS and items is not None:
+        return f"<{tag}{extra}>{_numbers(items)}</{tag}>"
+    return f"<{tag}{extra}>{_text(value)}</{tag}>"
+
+
+def _numbers(numbers: list[Any]) -> str:
+    """An account's numbers: their count, expandable in place into a small table."""
+    if not numbers:
+        return "0"
+    label = f"{len(numbers)} number{'s' if len(numbers) != 1 else ''}"
+    rows = "".join(
+        "<tr>" + "".join(_cell(n, name, extra=_NESTED) for name in _NESTED_NUMBER) + "</tr>"
+        for n in numbers
+    )
+    return (f"<details>{_SUMMARY.format(label)}{_SMALL_TABLE}"
+            f"{_header(_NESTED_NUMBER, _NESTED)}<tbody>{rows}</tbody></table></details>")
+
+
+def _field_names(item: object) -> list[str]:
+    return [f.name for f in fields(item)]  # type: ignore[arg-type]
+
+
+def _split(item: object) -> tuple[list[str], list[str]]:
+    names = _field_names(item)
+    main = [n for n in _MAIN.get(type(item), tuple(names)) if n in names]
+    return main, [n for n in names if n not in main]
+
+
+# --- one model -------------------------------------------------------------------------------
+
+
+def model_html(item: _Model) -> str:
+    """A card: the main fields, one per line; the others (and fields the service sent that
+    bizmsg does not know) in a collapsed block; the call's metadata when there is one."""
+    main, rest = _split(item)
+    name = type(item).__name__
+    caption = _esc(name)
+    if isinstance(item, SendResult):
+        ok = item.ok
+        caption += " " + _BADGE.format(_TINT["green" if ok else "red"],
+                                       "committed" if ok else "not committed")
+    rows = "".join(_card_row(item, n) for n in main)
+    out = [f"<div>{_TABLE}{_CAPTION.format(caption)}<tbody>{rows}</tbody></table>"]
+    more = "".join(_card_row(item, n) for n in rest)
+    unknown, unknown_rows = _unknown_fields(item)
+    if more or unknown:
+        names = ", ".join(_label(n) for n in rest)
+        if unknown:
+            names += (", " if names else "") + f"{unknown} more sent by the service"
+        out.append(f"<details>{_SUMMARY.format('more fields: ' + _esc(names))}{_TABLE}"
+                   f"<tbody>{more}{unknown_rows}</tbody></table></details>")
+    meta = item.meta
+    if meta is not None:
+        pairs = [("HTTP status", meta.status_code), ("request id", meta.request_id),
+                 ("attempts", meta.attempts),
+                 ("elapsed", f"{meta.elapsed.total_seconds() * 1000:.1f} ms"),
+                 ("idempotency key", meta.idempotency_key)]
+        meta_rows = "".join(
+            f"<tr><th{_LEFT}>{_esc(k)}</th><td{_LEFT}>{_text(v)}</td></tr>"
+            for k, v in pairs if v is not None
+        )
+        out.append(f"<details>{_SUMMARY.format('call')}{_TABLE}<tbody>{meta_rows}</tbody>"
+                   "</table></details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _card_row(item: object, name: str) -> str:
+    head = f"<th{_LEFT} title='{_esc(name)}'>{_esc(_label(name))}</th>"
+    value = getattr(item, name, None)
+    items = _as_list(value)
+    if _kind(name, value) == NUMBERS and items:
+        # One account on its own: its numbers are the point, so they start expanded.
+        cell = _numbers(items).replace("<details>", "<details open>", 1)
+        return f"<tr>{head}<td{_LEFT}>{cell}</td></tr>"
+    return f"<tr>{head}{_cell(item, name, extra=_LEFT)}</tr>"
+
+
+def _unknown_fields(item: _Model) -> tuple[int, str]:
+    wire: dict[str, Any] | None = getattr(item, "_wire", None)
+    if not wire:
+        return 0, ""
+    known = {w for _, w in type(item)._WIRE_NAMES}
+    extra = [(k, v) for k, v in wire.items() if k not in known]
+    rows = "".join(
+        f"<tr><th{_LEFT} title='not a field of {_esc(type(item).__name__)}; in to_dict()'>"
+        f"{_esc(k)}</th><td{_LEFT}>{_esc(_short(repr(v)))}</td></tr>"
+        for k, v in extra
+    )
+    return len(extra), rows
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- a page ----------------------------------------------------------------------------------
+
+
+def _caption(page: Page[Any], kind: str) -> str:
+    where = f"page {page.current}" + (f" of {page.pages}" if page.pages is not None else "")
+    count = f"{len(page.data)}" + (f" of {page.total}" if page.total is not None else "")
+    return f"{kind} · {where} · {count} item{'s' if (page.total or len(page.data)) != 1 else ''}"
+
+
+def page_html(page: Page[Any]) -> str:
+    """The items as a table of the columns that matter, the other fields in a collapsed
+    table below (keyed by the item's id). All rows are shown; cells stay plain text except
+    badges and timestamps."""
+    if not page.data:
+        return f"<div>{_esc(_caption(page, 'Page'))}: no items</div>"
+    first = page.data[0]
+    main, rest = _split(first)
+    caption = _CAPTION.format(_esc(_caption(page, type(first).__name__)))
+    meta = page.meta
+    if meta is not None and meta.request_id:
+        title = f"<caption title='request id {_esc(meta.request_id)}' "
+        caption = caption.replace("<caption ", title, 1)
+    body = "".join(
+        "<tr>" + "".join(_cell(item, n) for n in main) + "</tr>" for item in page.data
+    )
+    out = [f"<div>{_TABLE}{caption}{_header(main)}<tbody>{body}</tbody></table>"]
+    if rest:
+        key = main[0]
+        names = ", ".join(_label(n) for n in rest)
+        rows = "".join(
+            "<tr>" + "".join(_cell(item, n) for n in (key, *rest)) + "</tr>"
+            for item in page.data
+        )
+        out.append(f"<details style='margin-top:4px'>"
+                   f"{_SUMMARY.format('more fields: ' + _esc(names))}"
+                   f"{_TABLE}{_header((key, *rest))}<tbody>{rows}</tbody></table></details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+#: The attributes worth a line of their own, in this order, when an error has them.
+_ERROR_ATTRIBUTES = ("status_code", "code", "msg", "request_id", "idempotency_key", "field",
+                     "retry_after")
+
+
+def _error_name(error: BaseException) -> str:
+    cls = type(error)
+    return f"bizmsg.{cls.__name__}" if cls.__module__ == "bizmsg.errors" else cls.__qualname__
+
+
+def _error_attributes(error: BaseException) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    state = getattr(error, "__dict__", {})
+    for name in _ERROR_ATTRIBUTES:
+        value = state.get(name)
+        if value is None:
+            continue
+        if name == "retry_after":
+            out.append((name, f"{value:g} s" if isinstance(value, (int, float)) else str(value)))
+        else:
+            out.append((name, str(value)))
+    return out
+
+
+def _message(error: BaseException) -> str:
+    return str(getattr(error, "message", None) or error)
+
+
+def _ansi() -> bool:
+    return not os.environ.get("NO_COLOR")
+
+
+def error_traceback(error: BaseException) -> list[str]:
+    """The lines IPython shows for a bizmsg error (``_render_traceback_``): the class and
+    message, the attributes that matter, then the usual traceback, causes included."""
+    bold_red, dim, reset = ("\x1b[1;31m", "\x1b[2m", "\x1b[0m") if _ansi() else ("", "", "")
+    lines = [f"{bold_red}{_error_name(error)}{reset}: {_message(error)}"]
+    attributes = _error_attributes(error)
+    width = max((len(k) for k, _ in attributes), default=0)
+    lines += [f"  {dim}{k.ljust(width)}{reset}  {v}" for k, v in attributes]
+    lines.append("")
+    text = "".join(traceback.format_exception(type(error), error, _user_frames(error)))
+    lines += text.rstrip("\n").split("\n")
+    return lines
+
+
+def _user_frames(error: BaseException) -> TracebackType | None:
+    # IPython's own frames (the shell running the cell) lead every cell's traceback; IPython
+    # hides them from its tracebacks, so do we.
+    tb = error.__traceback__
+    marker = f"{os.sep}IPython{os.sep}"
+    while tb is not None and tb.tb_next is not None and marker in tb.tb_frame.f_code.co_filename:
+        tb = tb.tb_next
+    return tb
+
+
+def error_html(error: BaseException) -> str:
+    """An error shown as a value: a tinted block with the class, message, attributes, cause,
+    and the traceback (collapsed) when it was raised."""
+    rows = "".join(  # transparent rows: the theme's striping would patch the tinted block
+        f"<tr style='background:transparent'><th{_NESTED}>{_esc(k)}</th>"
+        f"<td{_NESTED}>{_esc(v)}</td></tr>"
+        for k, v in _error_attributes(error)
+    )
+    out = [
+        "<div style='border-left:3px solid #e5534bcc;background:#e5534b14;padding:6px 10px;"
+        "margin:2px 0'>",
+        f"<div><b>{_esc(_error_name(error))}</b>: "
+        f"<span style='white-space:pre-wrap'>{_esc(_message(error))}</span></div>",
+    ]
+    if rows:
+        out.append(f"<table style='margin:4px 0 0 0;font-size:12px'><tbody>{rows}</tbody></table>")
+    cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    if cause is not None:
+        out.append(f"<div style='margin-top:4px'>caused by <b>{_esc(type(cause).__name__)}</b>: "
+                   f"{_esc(str(cause))}</div>")
+    if error.__traceback__ is not None:
+        text = "".join(traceback.format_exception(type(error), error, _user_frames(error)))
+        out.append(f"<details style='margin-top:4px'>{_SUMMARY.format('traceback')}"
+                   f"<pre style='font-size:11px;white-space:pre-wrap'>{_esc(text)}</pre></details>")
+    out.append("</div>")
+    return "".join(out)
