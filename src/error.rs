@@ -83,11 +83,21 @@ pub enum Error {
     Api(Box<ApiError>),
     /// A 2xx body that is not the JSON the operation expects.
     Decode { message: String, snippet: String },
+    /// An answer's body passed `max_response_bytes`: refused from its `Content-Length`
+    /// (`declared`), or cut off while reading once `size` bytes had arrived.
+    ResponseTooLarge {
+        limit: u64,
+        size: u64,
+        declared: bool,
+    },
     /// The service's paging went wrong: it answered another page than the one asked for, or
     /// the same items again, which would otherwise make a listing loop forever.
     Pagination(String),
     /// The send result reports a failed commit.
     SendRejected(Box<Rejected>),
+    /// A campaign could not go on safely: its journal is unusable or belongs to another
+    /// campaign, or its options are contradictory.
+    Campaign(String),
     /// The client was closed before the call.
     Closed,
     /// A bug in bizmsg (a caught panic, an impossible state). Never a panic across the FFI.
@@ -149,6 +159,25 @@ impl fmt::Display for Error {
                     "unexpected response body: {message}; body starts {snippet:?}"
                 )
             }
+            Error::ResponseTooLarge {
+                limit,
+                size,
+                declared,
+            } => {
+                if *declared {
+                    write!(
+                        f,
+                        "the answer declares a body of {size} bytes, over max_response_bytes \
+                         ({limit} bytes); it was not read"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the answer's body passed max_response_bytes ({limit} bytes): reading \
+                         stopped after {size} bytes"
+                    )
+                }
+            }
             Error::SendRejected(rejected) => write!(
                 f,
                 "the service rejected the message: code {}{}",
@@ -164,6 +193,7 @@ impl fmt::Display for Error {
                     .unwrap_or_default()
             ),
             Error::Pagination(message) => write!(f, "pagination stopped: {message}"),
+            Error::Campaign(message) => write!(f, "{message}"),
             Error::Closed => write!(f, "the client has been closed"),
             Error::Internal(message) => write!(f, "internal error in bizmsg: {message}"),
         }

@@ -8,8 +8,10 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing))]
 
 pub mod api;
+pub mod campaign;
 pub mod client;
 pub mod error;
+pub mod process;
 pub mod sandbox;
 pub mod validate;
 pub mod wire;

@@ -7,30 +7,58 @@ use crate::error::{Error, Result};
 
 pub const MAX_PAGE_SIZE: i64 = 1000;
 
-/// Normalizes a phone number to the digits the wire carries. `+`, spaces, dashes, dots and
-/// parentheses are presentation and are dropped; what remains must be an E.164 number
-/// (8 to 15 digits).
+/// Normalizes a phone number to the digits the wire carries (country code and number, E.164
+/// without the `+`).
+///
+/// Spaces, dashes, dots and parentheses are presentation and are dropped; a `+` may start the
+/// number. `00` before a number written without `+` is the international call prefix and is
+/// dropped too (`0086 138...` is `+86 138...`). What remains must be 8 to 15 digits and, being
+/// a country code first, cannot start with `0`: a number that does is refused with the reason
+/// (a national trunk prefix, or a `+` followed by `00`), never guessed at.
 pub fn phone_number(field: &str, value: &str) -> Result<String> {
+    let refuse = |why: &str| {
+        Err(Error::validation(
+            field,
+            format!("{value:?} is not a phone number: {why}"),
+        ))
+    };
     let mut digits = String::with_capacity(value.len());
+    let mut plus = false;
     for c in value.chars() {
         match c {
             '0'..='9' => digits.push(c),
-            '+' | ' ' | '-' | '.' | '(' | ')' => {}
-            other => {
-                return Err(Error::validation(
-                    field,
-                    format!("{value:?} is not a phone number: unexpected character {other:?}"),
-                ))
-            }
+            '+' if digits.is_empty() && !plus => plus = true,
+            '+' => return refuse("\"+\" may only start the number"),
+            ' ' | '-' | '.' | '(' | ')' => {}
+            other => return refuse(&format!("unexpected character {other:?}")),
         }
     }
+    let international_prefix = !plus && digits.starts_with("00");
+    let digits = if international_prefix {
+        digits.split_off(2)
+    } else {
+        digits
+    };
+    if digits.starts_with('0') {
+        return refuse(if plus {
+            "after \"+\" comes the country code, which never starts with 0 (write +86..., not \
+             +0086...)"
+        } else if international_prefix {
+            "after the international prefix 00 comes the country code, which never starts with 0"
+        } else {
+            "it starts with 0; write it in international form with its country code (e.g. +86 \
+             138 0013 8000)"
+        });
+    }
     if !(8..=15).contains(&digits.len()) {
-        return Err(Error::validation(
-            field,
-            format!(
-                "{value:?} is not a phone number: it has {} digits, E.164 numbers have 8 to 15",
-                digits.len()
-            ),
+        let after = if international_prefix {
+            " after the international prefix 00"
+        } else {
+            ""
+        };
+        return refuse(&format!(
+            "it has {} digits{after}, E.164 numbers have 8 to 15",
+            digits.len()
         ));
     }
     Ok(digits)
@@ -82,16 +110,44 @@ pub fn language(value: &str) -> Result<String> {
 }
 
 /// Template parameters as the wire's string. A string goes unchanged; a list of strings or a
-/// mapping of string to string is encoded as compact JSON (`["a","b"]`, `{"k":"v"}`).
+/// mapping of string to string is encoded as compact JSON (`["a","b"]`, `{"k":"v"}`). A bad
+/// element is named (`parameters[1]`, `parameters["k"]`) with what it is.
 pub fn parameters(value: &Value) -> Result<String> {
+    let refuse = |message: String| Err(Error::validation("template.parameters", message));
     match value {
         Value::String(text) => Ok(text.clone()),
-        Value::Array(items) if items.iter().all(Value::is_string) => Ok(value.to_string()),
-        Value::Object(map) if map.values().all(Value::is_string) => Ok(value.to_string()),
-        _ => Err(Error::validation(
-            "template.parameters",
-            "must be a string, a list of strings or a mapping of strings to strings",
+        Value::Array(items) => match items.iter().enumerate().find(|(_, item)| !item.is_string()) {
+            None => Ok(value.to_string()),
+            Some((index, item)) => refuse(format!(
+                "parameters[{index}] is {}; every parameter must be a string",
+                describe(item)
+            )),
+        },
+        Value::Object(map) => match map.iter().find(|(_, item)| !item.is_string()) {
+            None => Ok(value.to_string()),
+            Some((key, item)) => refuse(format!(
+                "parameters[{}] is {}; every parameter must be a string",
+                Value::String(key.clone()),
+                describe(item)
+            )),
+        },
+        other => refuse(format!(
+            "must be a string, a list of strings or a mapping of strings to strings, not {}",
+            describe(other)
         )),
+    }
+}
+
+/// A JSON value as a message names it: its kind, and a short rendering of it.
+fn describe(value: &Value) -> String {
+    let shown = crate::wire::fields::truncate(&value.to_string(), 40);
+    match value {
+        Value::Null => "None (null)".to_owned(),
+        Value::Bool(_) => format!("a bool ({shown})"),
+        Value::Number(_) => format!("a number ({shown})"),
+        Value::String(_) => format!("a string ({shown})"),
+        Value::Array(_) => format!("a list ({shown})"),
+        Value::Object(_) => format!("a mapping ({shown})"),
     }
 }
 
@@ -177,7 +233,29 @@ mod tests {
             phone_number("to", "+86 (138) 0000-0000").unwrap(),
             "8613800000000"
         );
-        assert_eq!(phone_number("to", "1.415.555.0100").unwrap(), "14155550100");
+        // 00 is the international call prefix when no + is written.
+        assert_eq!(
+            phone_number("to", "008613800138000").unwrap(),
+            "8613800138000"
+        );
+        assert_eq!(
+            phone_number("to", "00 86 138 0013 8000").unwrap(),
+            "8613800138000"
+        );
+        for (bad, why) in [
+            ("+0086 138 0013 8000", "never starts with 0"),
+            ("+086 138 0013 8000", "never starts with 0"),
+            ("00013800138000", "after the international prefix 00"),
+            ("013800138000", "starts with 0"),
+            ("86+13800138000", "may only start"),
+            ("001234567", "after the international prefix 00"),
+        ] {
+            let err = phone_number("to", bad).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains(&format!("{bad:?}")),
+                "{err}"
+            );
+        }
         for bad in [
             "",
             "1234567",
@@ -218,8 +296,11 @@ mod tests {
             r#"["A1","x y"]"#
         );
         assert_eq!(parameters(&json!({"k": "v"})).unwrap(), r#"{"k":"v"}"#);
-        assert!(parameters(&json!([1])).is_err());
-        assert!(parameters(&json!(3)).is_err());
+        let message = |v: Value| parameters(&v).unwrap_err().to_string();
+        assert!(message(json!(["A-1", 2, null])).contains("parameters[1] is a number (2)"));
+        assert!(message(json!(["A-1", null])).contains("parameters[1] is None (null)"));
+        assert!(message(json!({"k": ["v"]})).contains("parameters[\"k\"] is a list"));
+        assert!(message(json!(3)).contains("not a number (3)"));
     }
 
     #[test]

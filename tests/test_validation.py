@@ -14,7 +14,7 @@ import bizmsg
 from bizmsg.testing import Sandbox
 from conftest import Number, compact
 
-SEPARATORS = "+ -.()"
+SEPARATORS = " -.()"
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +29,11 @@ def last_send(sandbox: Sandbox) -> dict[str, Any]:
 
 @st.composite
 def formatted(draw: st.DrawFn, digits: st.SearchStrategy[str]) -> tuple[str, str]:
-    """(digits, the digits with random separators between and around them)."""
+    """(digits, the digits with random separators between and around them, and maybe a
+    leading +)."""
     plain = draw(digits)
-    pieces = [draw(st.text(alphabet=SEPARATORS, max_size=2))]
+    pieces = [draw(st.sampled_from(["", "+", " +", "(+"])),
+              draw(st.text(alphabet=SEPARATORS, max_size=2))]
     for digit in plain:
         pieces.append(digit)
         pieces.append(draw(st.text(alphabet=SEPARATORS, max_size=2)))
@@ -42,10 +44,19 @@ def digit_strings(min_size: int, max_size: int) -> st.SearchStrategy[str]:
     return st.text(alphabet="0123456789", min_size=min_size, max_size=max_size)
 
 
+def e164_digits(min_size: int, max_size: int) -> st.SearchStrategy[str]:
+    """Digits of an international number: a country code never starts with 0."""
+    return st.builds(
+        lambda first, rest: first + rest,
+        st.sampled_from("123456789"),
+        digit_strings(min_size - 1, max_size - 1),
+    )
+
+
 # --- phone numbers ---------------------------------------------------------------------------
 
 
-@given(formatted(digit_strings(8, 15)))
+@given(formatted(e164_digits(8, 15)))
 def test_any_formatting_of_8_to_15_digits_is_sent_as_digits(
     module_sandbox: Sandbox, mclient: bizmsg.Client, sender: Number, to: tuple[str, str]
 ) -> None:
@@ -71,7 +82,7 @@ def test_the_sender_may_be_written_any_way_too(
 
 
 @given(
-    formatted(digit_strings(0, 7) | digit_strings(16, 30)),
+    formatted(st.just("") | e164_digits(1, 7) | e164_digits(16, 30)),
     st.sampled_from(["to", "from_"]),
 )
 def test_too_few_or_too_many_digits_are_refused_before_sending(
@@ -93,8 +104,8 @@ def test_too_few_or_too_many_digits_are_refused_before_sending(
 
 
 @given(
-    formatted(digit_strings(8, 15)),
-    st.characters(blacklist_categories=("Cs", "Nd"), blacklist_characters=SEPARATORS),
+    formatted(e164_digits(8, 15)),
+    st.characters(blacklist_categories=("Cs", "Nd"), blacklist_characters=SEPARATORS + "+"),
     st.integers(min_value=0, max_value=20),
 )
 def test_any_other_character_is_refused(
@@ -111,6 +122,47 @@ def test_any_other_character_is_refused(
         )
     assert caught.value.field == "to"
     assert len(module_sandbox.requests()) == before
+
+
+@pytest.mark.parametrize(
+    ("written", "sent"),
+    [
+        ("008613800138000", "8613800138000"),
+        ("0086 138 0013 8000", "8613800138000"),
+        ("00 1 (415) 555-0100", "14155550100"),
+    ],
+)
+def test_a_leading_00_is_the_international_prefix_and_is_dropped(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, written: str, sent: str
+) -> None:
+    # Regression: 008613800138000 was sent as is, 15 digits that name no subscriber.
+    client.messages.send_template(
+        to=written, from_=sender.digits, name="n", parameters="p", language="en"
+    )
+    assert last_send(sandbox)["body"]["to"] == sent
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ("+0086 138 0013 8000", "after \"+\" comes the country code, which never starts with 0"),
+        ("+086 138 0013 8000", "never starts with 0"),
+        ("013800138000", "it starts with 0; write it in international form"),
+        ("000 86 138 0013 8000", "after the international prefix 00"),
+        ("86 138 +0013 8000", "\"+\" may only start the number"),
+    ],
+)
+def test_numbers_starting_with_0_are_refused_with_the_reason(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, written: str, reason: str
+) -> None:
+    for field, arguments in (("to", {"to": written, "from_": sender.digits}),
+                             ("from_", {"to": "14155550100", "from_": written})):
+        with pytest.raises(bizmsg.ValidationError) as caught:
+            client.messages.send_template(name="n", parameters="p", language="en", **arguments)
+        assert caught.value.field == field
+        assert reason in str(caught.value) and repr(written)[1:-1] in str(caught.value)
+    assert sandbox.requests() == []
+
 
 
 @pytest.mark.parametrize("value", [8613800000000, None, b"8613800000000", ["8613800000000"]])
@@ -232,6 +284,59 @@ def test_parameters_that_are_not_strings_are_refused(
         )
     assert caught.value.field == "template.parameters"
     assert sandbox.requests() == []
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        (["A-1", 2, None], "parameters[1] is a number (2)"),
+        (["A-1", "B", None], "parameters[2] is None (null)"),
+        ({"order": "A-1", "count": 3}, 'parameters["count"] is a number (3)'),
+        ([["nested"]], 'parameters[0] is a list (["nested"])'),
+        (7, "not a number (7)"),
+    ],
+)
+def test_the_offending_parameter_is_named_with_its_type(
+    client: bizmsg.Client, sender: Number, parameters: Any, named: str
+) -> None:
+    # Regression: every bad parameter got one generic message, naming neither element nor type.
+    with pytest.raises(bizmsg.ValidationError) as caught:
+        client.messages.send_template(
+            to="14155550100", from_=sender.digits, name="n", parameters=parameters, language="en"
+        )
+    assert named in str(caught.value), str(caught.value)
+    with pytest.raises(bizmsg.ValidationError) as at_construction:
+        bizmsg.Template(name="n", parameters=parameters, language="en")
+    assert str(at_construction.value) == str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"name": ""}, "template.name"),
+        ({"name": "  "}, "template.name"),
+        ({"name": 5}, "template.name"),
+        ({"language": "english"}, "template.language"),
+        ({"parameters": [1]}, "template.parameters"),
+    ],
+)
+def test_a_template_is_validated_when_it_is_made(arguments: dict[str, Any], field: str) -> None:
+    # Regression: Template(name="") was accepted until send time.
+    template: dict[str, Any] = {"name": "n", "parameters": "p", "language": "en", **arguments}
+    with pytest.raises(bizmsg.ValidationError) as caught:
+        bizmsg.Template(**template)
+    assert caught.value.field == field
+
+
+def test_a_template_round_trips_through_its_wire_object() -> None:
+    template = bizmsg.Template(name="order_update", parameters=["A-1", "x y"], language="en-US")
+    wire = template.to_dict()
+    assert wire == {"name": "order_update", "parameters": '["A-1","x y"]', "language": "en_US"}
+    again = bizmsg.Template.from_dict(wire)
+    assert again.to_dict() == wire
+    assert bizmsg.Template.from_dict(again.to_dict()) == again
+    with pytest.raises(bizmsg.ValidationError, match="'language'"):
+        bizmsg.Template.from_dict({"name": "n", "parameters": "p"})
 
 
 # --- other arguments -------------------------------------------------------------------------

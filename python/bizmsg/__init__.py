@@ -9,8 +9,24 @@
 from __future__ import annotations
 
 from . import _logging
-from ._client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, AsyncClient, Client, Timeout
-from ._native import __version__
+from ._client import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    AsyncClient,
+    Client,
+    Timeout,
+)
+from ._campaign import (
+    AccountPlan,
+    BulkResult,
+    CampaignPlan,
+    CampaignWarning,
+    Message,
+    SenderPlan,
+)
+from ._frames import to_pandas
+from ._native import SendOutcome, __version__
 from .errors import (
     APIError,
     AuthenticationError,
@@ -22,10 +38,12 @@ from .errors import (
     ConnectError,
     ConnectionBrokenError,
     DecodeError,
+    CampaignError,
     InternalError,
     NotFoundError,
     PaginationError,
     PermissionDeniedError,
+    ResponseTooLargeError,
     RateLimitError,
     SendOutcomeUnknownError,
     SendRejectedError,
@@ -50,7 +68,15 @@ __all__ = [
     "Timeout",
     "DEFAULT_TIMEOUT",
     "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "Template",
+    "Message",
+    "SendOutcome",
+    "BulkResult",
+    "CampaignWarning",
+    "CampaignPlan",
+    "SenderPlan",
+    "AccountPlan",
     "SendResult",
     "BusinessAccount",
     "BusinessPhoneNumber",
@@ -75,9 +101,12 @@ __all__ = [
     "ServerError",
     "DecodeError",
     "PaginationError",
+    "ResponseTooLargeError",
     "SendRejectedError",
     "InternalError",
+    "CampaignError",
     "refresh_logging",
+    "to_pandas",
 ]
 
 refresh_logging = _logging.refresh_logging

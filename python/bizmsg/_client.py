@@ -10,12 +10,21 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, overload
 
-from . import _native
+from . import _campaign, _native
+from ._campaign import BulkResult, CampaignPlan, MessageLike
 from .errors import BizmsgError, ConfigurationError
 from .models import (
     BusinessAccount,
@@ -26,9 +35,18 @@ from .models import (
     TemplateParameters,
 )
 
-__all__ = ["Client", "AsyncClient", "Timeout", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES"]
+__all__ = [
+    "Client",
+    "AsyncClient",
+    "Timeout",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+]
 
 DEFAULT_MAX_RETRIES = 2
+#: Answers with a longer body raise :class:`~bizmsg.ResponseTooLargeError` (16 MiB).
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +129,11 @@ class _BaseClient:
         return Timeout(connect=connect, read=read, total=total)
 
     @property
+    def max_response_bytes(self) -> int:
+        """The largest answer body this client reads (see ``max_response_bytes=``)."""
+        return self._native.max_response_bytes
+
+    @property
     def is_closed(self) -> bool:
         return self._native.is_closed
 
@@ -130,6 +153,7 @@ def _native_client(
     proxy: str | None,
     verify: bool | str,
     allow_insecure_http: bool,
+    max_response_bytes: int,
     is_async: bool,
 ) -> _native.NativeClient:
     token, base_url, resolved = _resolve(token, base_url, timeout)
@@ -151,6 +175,7 @@ def _native_client(
         proxy,
         verify,
         allow_insecure_http,
+        max_response_bytes,
     )
 
 
@@ -181,10 +206,11 @@ class Client(_BaseClient):
         proxy: str | None = None,
         verify: bool | str = True,
         allow_insecure_http: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         native = _native_client(
             token, base_url, timeout, max_retries, success_codes, default_headers,
-            on_retry, proxy, verify, allow_insecure_http, False,
+            on_retry, proxy, verify, allow_insecure_http, max_response_bytes, False,
         )
         self._attach(native)
 
@@ -249,10 +275,11 @@ class AsyncClient(_BaseClient):
         proxy: str | None = None,
         verify: bool | str = True,
         allow_insecure_http: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         native = _native_client(
             token, base_url, timeout, max_retries, success_codes, default_headers,
-            on_retry, proxy, verify, allow_insecure_http, True,
+            on_retry, proxy, verify, allow_insecure_http, max_response_bytes, True,
         )
         self._attach(native)
 
@@ -322,10 +349,117 @@ class _Resource:
         self._native = native
 
 
+#: ``on_result``: called with each batch of outcomes as it arrives (on the calling thread for
+#: ``Client``, on the event loop for ``AsyncClient``).
+OnResult = Callable[[list[_native.SendOutcome]], object]
+
+
+def _campaign_run(native: _native.NativeClient, *, concurrency: int, rate_limit: float | None,
+                  pace: str | None, stop_on_error: bool, journal: str | os.PathLike[str] | None,
+                  campaign_id: str | None, dedupe: bool, resend_unknown: bool,
+                  timeout: TimeoutArg, max_retries: int | None) -> _native.CampaignRun:
+    return native.campaign(
+        concurrency, None if rate_limit is None else float(rate_limit), pace, stop_on_error,
+        dedupe, None if journal is None else os.fspath(journal), campaign_id, resend_unknown,
+        _timeout_arg(timeout), max_retries,
+    )
+
+
 class Messages(_Resource):
     """``client.messages``: sending template messages."""
 
     __slots__ = ()
+
+    @overload
+    def send_many(
+        self, messages: Iterable[MessageLike], *, concurrency: int = ...,
+        rate_limit: float | None = ..., pace: Literal["auto"] | None = ..., progress: bool = ...,
+        on_result: OnResult | None = ..., stop_on_error: bool = ...,
+        journal: str | os.PathLike[str] | None = ..., campaign_id: str | None = ...,
+        dedupe: bool = ..., resend_unknown: bool = ..., timeout: TimeoutArg = ...,
+        max_retries: int | None = ..., dry_run: Literal[False] = ...,
+    ) -> BulkResult: ...
+    @overload
+    def send_many(
+        self, messages: Iterable[MessageLike], *, concurrency: int = ...,
+        rate_limit: float | None = ..., pace: Literal["auto"] | None = ..., progress: bool = ...,
+        on_result: OnResult | None = ..., stop_on_error: bool = ...,
+        journal: str | os.PathLike[str] | None = ..., campaign_id: str | None = ...,
+        dedupe: bool = ..., resend_unknown: bool = ..., timeout: TimeoutArg = ...,
+        max_retries: int | None = ..., dry_run: Literal[True],
+    ) -> CampaignPlan: ...
+
+    def send_many(
+        self, messages: Iterable[MessageLike], *, concurrency: int = 64,
+        rate_limit: float | None = None, pace: Literal["auto"] | None = None,
+        progress: bool = False, on_result: OnResult | None = None, stop_on_error: bool = False,
+        journal: str | os.PathLike[str] | None = None, campaign_id: str | None = None,
+        dedupe: bool = True, resend_unknown: bool = False, timeout: TimeoutArg = None,
+        max_retries: int | None = None, dry_run: bool = False,
+    ) -> BulkResult | CampaignPlan:
+        """Sends every message of ``messages`` (any iterable, read lazily in chunks) with up to
+        ``concurrency`` requests in flight, and returns a :class:`BulkResult` with one outcome
+        per message, in input order.
+
+        A per-message problem never raises: an invalid message is a ``failed`` outcome with a
+        :class:`ValidationError`, a failed commit ``rejected``, an ambiguous failure
+        ``unknown`` (never retried blindly). ``rate_limit`` paces the whole batch (messages
+        per second); ``pace="auto"`` looks every sender up once, fails the messages of senders
+        that cannot send, paces each sender under its throughput and warns when an account's
+        unique recipients pass its messaging tier. ``dedupe`` skips exact repeats.
+        ``journal`` (a SQLite file) makes the campaign resumable after a crash or Ctrl-C;
+        ``campaign_id`` derives every idempotency key from the campaign, so a re-run sends
+        with the same keys; ``resend_unknown`` re-sends, with their keys, messages an earlier
+        run left in doubt. ``stop_on_error`` stops at the first message that is not sent.
+        Ctrl-C stops taking messages, lets those in flight finish and raises
+        ``KeyboardInterrupt`` with the partial result on ``.bulk_result``.
+
+        ``dry_run=True`` sends nothing and returns the :meth:`plan` instead.
+        """
+        if dry_run:
+            return self.plan(messages, rate_limit=rate_limit, pace=pace, dedupe=dedupe,
+                             timeout=timeout, max_retries=max_retries)
+        run = _campaign_run(
+            self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
+            stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
+            dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
+            max_retries=max_retries,
+        )
+        return _campaign.send_many(run, messages, on_result=on_result, progress=progress)
+
+    def plan(
+        self, messages: Iterable[MessageLike], *, rate_limit: float | None = None,
+        pace: Literal["auto"] | None = None, dedupe: bool = True, timeout: TimeoutArg = None,
+        max_retries: int | None = None,
+    ) -> CampaignPlan:
+        """Checks a campaign without sending anything: every message validated, duplicates
+        found, each sender looked up once (status, quality, throughput) and each account's
+        unique recipients counted against its messaging tier, and the duration estimated at
+        the chosen pace. Reads ``messages`` once, in chunks: cheap for a million rows."""
+        planner = self._native.planner(
+            None if rate_limit is None else float(rate_limit), pace, dedupe,
+            _timeout_arg(timeout), max_retries,
+        )
+        return _campaign.plan(planner, messages)
+
+    def send_many_iter(
+        self, messages: Iterable[MessageLike], *, concurrency: int = 64,
+        rate_limit: float | None = None, pace: Literal["auto"] | None = None,
+        progress: bool = False, on_result: OnResult | None = None, stop_on_error: bool = False,
+        journal: str | os.PathLike[str] | None = None, campaign_id: str | None = None,
+        dedupe: bool = True, resend_unknown: bool = False, timeout: TimeoutArg = None,
+        max_retries: int | None = None,
+    ) -> Iterator[_native.SendOutcome]:
+        """:meth:`send_many`, yielding each outcome as it completes (completion order) and
+        keeping none: memory stays bounded however many messages go through. Leaving the
+        loop early stops the campaign (messages in flight finish)."""
+        run = _campaign_run(
+            self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
+            stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
+            dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
+            max_retries=max_retries,
+        )
+        return _campaign.send_many_iter(run, messages, on_result=on_result, progress=progress)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -379,6 +513,81 @@ class AsyncMessages(_Resource):
     """``client.messages`` of an :class:`AsyncClient`."""
 
     __slots__ = ()
+
+    @overload
+    async def send_many(
+        self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+        concurrency: int = ..., rate_limit: float | None = ...,
+        pace: Literal["auto"] | None = ..., progress: bool = ...,
+        on_result: OnResult | None = ..., stop_on_error: bool = ...,
+        journal: str | os.PathLike[str] | None = ..., campaign_id: str | None = ...,
+        dedupe: bool = ..., resend_unknown: bool = ..., timeout: TimeoutArg = ...,
+        max_retries: int | None = ..., dry_run: Literal[False] = ...,
+    ) -> BulkResult: ...
+    @overload
+    async def send_many(
+        self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+        concurrency: int = ..., rate_limit: float | None = ...,
+        pace: Literal["auto"] | None = ..., progress: bool = ...,
+        on_result: OnResult | None = ..., stop_on_error: bool = ...,
+        journal: str | os.PathLike[str] | None = ..., campaign_id: str | None = ...,
+        dedupe: bool = ..., resend_unknown: bool = ..., timeout: TimeoutArg = ...,
+        max_retries: int | None = ..., dry_run: Literal[True],
+    ) -> CampaignPlan: ...
+
+    async def send_many(
+        self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+        concurrency: int = 64, rate_limit: float | None = None,
+        pace: Literal["auto"] | None = None, progress: bool = False,
+        on_result: OnResult | None = None, stop_on_error: bool = False,
+        journal: str | os.PathLike[str] | None = None, campaign_id: str | None = None,
+        dedupe: bool = True, resend_unknown: bool = False, timeout: TimeoutArg = None,
+        max_retries: int | None = None, dry_run: bool = False,
+    ) -> BulkResult | CampaignPlan:
+        """Awaitable :meth:`Messages.send_many`; ``messages`` may also be an async iterable.
+        Cancelling the task stops it like Ctrl-C does a sync one: ``CancelledError`` is raised
+        once the messages in flight settled, with the partial result on ``.bulk_result``.
+        ``dry_run=True`` sends nothing and returns the :meth:`plan` instead."""
+        if dry_run:
+            return await self.plan(messages, rate_limit=rate_limit, pace=pace, dedupe=dedupe,
+                                   timeout=timeout, max_retries=max_retries)
+        run = _campaign_run(
+            self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
+            stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
+            dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
+            max_retries=max_retries,
+        )
+        return await _campaign.asend_many(run, messages, on_result=on_result, progress=progress)
+
+    async def plan(
+        self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+        rate_limit: float | None = None, pace: Literal["auto"] | None = None,
+        dedupe: bool = True, timeout: TimeoutArg = None, max_retries: int | None = None,
+    ) -> CampaignPlan:
+        """Awaitable :meth:`Messages.plan`; ``messages`` may also be an async iterable."""
+        planner = await self._native.planner_async(
+            None if rate_limit is None else float(rate_limit), pace, dedupe,
+            _timeout_arg(timeout), max_retries,
+        )
+        return await _campaign.aplan(planner, messages)
+
+    def send_many_iter(
+        self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+        concurrency: int = 64, rate_limit: float | None = None,
+        pace: Literal["auto"] | None = None, progress: bool = False,
+        on_result: OnResult | None = None, stop_on_error: bool = False,
+        journal: str | os.PathLike[str] | None = None, campaign_id: str | None = None,
+        dedupe: bool = True, resend_unknown: bool = False, timeout: TimeoutArg = None,
+        max_retries: int | None = None,
+    ) -> AsyncIterator[_native.SendOutcome]:
+        """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
+        run = _campaign_run(
+            self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
+            stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
+            dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
+            max_retries=max_retries,
+        )
+        return _campaign.asend_many_iter(run, messages, on_result=on_result, progress=progress)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,

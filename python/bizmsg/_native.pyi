@@ -4,9 +4,10 @@ Every function here converts its arguments, calls the Rust core and converts the
 errors are raised as the classes of :mod:`bizmsg.errors`.
 """
 
-from collections.abc import Awaitable, Callable
-from typing import Any, final
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Literal, final
 
+from .errors import BizmsgError
 from .models import Page, SendResult
 
 __version__: str
@@ -40,8 +41,54 @@ class NativeClient:
         proxy: str | None,
         verify: bool | str,
         allow_insecure_http: bool,
+        max_response_bytes: int,
     ) -> NativeClient:
         """Validates the configuration (raises ``ConfigurationError``) and builds the pool."""
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The largest answer body the client reads."""
+
+    def campaign(
+        self,
+        concurrency: int,
+        rate_limit: float | None,
+        pace: str | None,
+        stop_on_error: bool,
+        dedupe: bool,
+        journal: str | None,
+        campaign_id: str | None,
+        resend_unknown: bool,
+        timeout: Any,
+        max_retries: int | None,
+    ) -> CampaignRun:
+        """Starts a campaign on the shared runtime; raises ``ValidationError`` for bad options
+        and ``ClientClosedError`` on a closed client."""
+
+    def planner(
+        self,
+        rate_limit: float | None,
+        pace: str | None,
+        dedupe: bool,
+        timeout: Any,
+        max_retries: int | None,
+    ) -> CampaignPlanner:
+        """Looks the senders up (one account listing) and returns a planner to feed."""
+
+    def planner_async(
+        self,
+        rate_limit: float | None,
+        pace: str | None,
+        dedupe: bool,
+        timeout: Any,
+        max_retries: int | None,
+    ) -> Awaitable[CampaignPlanner]:
+        """Awaitable :meth:`planner`."""
+
+    @property
+    def transport(self) -> str:
+        """``"direct"`` (bizmsg's own HTTP/1.1 connections) or ``"proxied"`` (through reqwest,
+        when a proxy applies)."""
 
     @property
     def base_url(self) -> str:
@@ -155,8 +202,12 @@ class SandboxServer:
         accounts_per_tenant: int,
         numbers_per_account: tuple[int, int],
         delay: float,
+        enforce_limits: bool,
+        max_logged_requests: int | None,
+        seed_data: str | None,
     ) -> SandboxServer:
-        """Starts listening before it returns."""
+        """Starts listening before it returns. ``seed_data`` is the JSON text of a seed data
+        file (its tenants replace ``tenants``)."""
 
     @property
     def base_url(self) -> str:
@@ -189,20 +240,30 @@ class SandboxServer:
     def inject(
         self,
         route: str,
-        times: int,
+        times: int | None,
+        every: int,
+        probability: float,
         status: int | None,
         headers: list[tuple[str, str]],
         body: str | None,
+        body_bytes: int | None,
+        chunked: bool,
         delay: float,
         cut_connection: bool,
     ) -> None:
         """Queues a fault for the route."""
 
+    def load_faults(self, text: str) -> None:
+        """Queues the faults of a fault file's JSON text (raises ``ValidationError``)."""
+
+    def stats(self) -> dict[str, int]:
+        """Counts since the sandbox started."""
+
     def clear_faults(self) -> None:
         """Drops every queued fault."""
 
     def shutdown(self) -> None:
-        """Stops the server (idempotent)."""
+        """Stops the server and returns once its port is closed (idempotent)."""
 
 def model_from_dict(kind: str, data: Any, fallbacks: tuple[int, int] | None = None) -> Any:
     """Decodes a wire object into the model named ``kind``; ``fallbacks`` are a page's
@@ -219,3 +280,87 @@ def refresh_logging() -> None:
 
 def shutdown() -> None:
     """Stops the runtime before the interpreter finalizes (registered with ``atexit``)."""
+
+def template_wire(name: Any, parameters: Any, language: Any) -> tuple[str, str, str]:
+    """``(name, parameters, language)`` as the wire carries them; raises ``ValidationError``
+    (with ``field``) for the first bad one, with the same messages as a send."""
+
+@final
+class CampaignRun:
+    """A running campaign, fed and polled by the drivers of ``bizmsg._campaign``."""
+
+    def feed(self, items: Iterator[Any], limit: int) -> int:
+        """Pulls up to ``limit`` items from ``items`` and hands them to the engine; returns how
+        many were taken (fewer: the input ended, and the engine is told)."""
+
+    def end_input(self) -> None:
+        """Tells the engine the input has ended."""
+
+    def wait(self) -> tuple[str, Any] | None:
+        """The next event (GIL released; Ctrl-C raises here): ``("input", n)``,
+        ``("outcomes", [SendOutcome, ...])``, ``("warning", (kind, message, account_id,
+        sender))`` or ``("done", {"campaign_id", "stopped", "error"})``; ``None`` after done."""
+
+    def wait_async(self) -> Awaitable[tuple[str, Any] | None]:
+        """Awaitable :meth:`wait`."""
+
+    def stop(self, abandon: bool) -> None:
+        """Stops taking messages; ``abandon`` also stops waiting for those in flight."""
+
+@final
+class SendOutcome:
+    """What became of one message of a campaign (``send_many``, ``send_many_iter``)."""
+
+    @property
+    def index(self) -> int:
+        """Position of the message in the input, from 0."""
+
+    @property
+    def message(self) -> Any:
+        """The input item as given: a ``Message``, a mapping, or what was not a message."""
+
+    @property
+    def status(self) -> Literal["sent", "rejected", "unknown", "failed", "skipped"]:
+        """``sent`` (committed), ``rejected`` (a failed commit), ``unknown`` (may or may not
+        have been sent: reconcile with ``idempotency_key``), ``failed`` (never sent) or
+        ``skipped`` (a duplicate, done by an earlier run, or left when the campaign stopped)."""
+
+    @property
+    def ok(self) -> bool:
+        """True only when the message was sent."""
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The ``Idempotency-Key`` the message went out with (for ``unknown``: the key to
+        reconcile with)."""
+
+    @property
+    def result(self) -> SendResult | None:
+        """The send result, when sent or rejected (or recorded by an earlier run)."""
+
+    @property
+    def error(self) -> BizmsgError | None:
+        """The exception a single send would have raised: ``SendRejectedError``,
+        ``SendOutcomeUnknownError``, ``ValidationError``, ``ConnectError``, ..."""
+
+    @property
+    def duplicate_of(self) -> int | None:
+        """For a skipped duplicate: the index of the message it repeats."""
+
+    @property
+    def reason(self) -> str | None:
+        """Why the message was skipped (or other context), in a few words."""
+
+    def to_record(self) -> dict[str, Any]:
+        """A flat dict: index, status, ok, idempotency_key, sms_id, code, msg, error,
+        duplicate_of, reason."""
+
+@final
+class CampaignPlanner:
+    """A campaign's preflight, fed like a run."""
+
+    def feed(self, items: Iterator[Any], limit: int) -> int:
+        """Checks up to ``limit`` items; returns how many were taken."""
+
+    def finish(self) -> dict[str, Any]:
+        """The plan as plain values (once)."""

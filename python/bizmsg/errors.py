@@ -32,8 +32,10 @@ __all__ = [
     "ServerError",
     "DecodeError",
     "PaginationError",
+    "ResponseTooLargeError",
     "SendRejectedError",
     "InternalError",
+    "CampaignError",
 ]
 
 
@@ -51,6 +53,26 @@ class BizmsgError(Exception):
         # The keyword-only attributes are not in `args`: without this, unpickling (e.g. an
         # error crossing a process pool) fails or drops them.
         return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows when this error ends a cell: the class, the message and the
+        attributes that matter (``status_code``, ``code``, ``request_id``, ...), then the
+        usual traceback."""
+        import traceback
+
+        try:
+            from ._display import error_traceback
+
+            return error_traceback(self)
+        except Exception:  # never let the display hide the error itself
+            text = "".join(traceback.format_exception(type(self), self, self.__traceback__))
+            return text.rstrip("\n").split("\n")
+
+    def _repr_html_(self) -> str:
+        """The error shown as a value in a notebook (e.g. ``excinfo.value``)."""
+        from ._display import error_html
+
+        return error_html(self)
 
 
 def _rebuild(cls: type[BizmsgError], message: str, state: dict[str, Any]) -> BizmsgError:
@@ -190,6 +212,21 @@ class PaginationError(DecodeError):
     asked for, or repeated a page (which would otherwise loop forever)."""
 
 
+class ResponseTooLargeError(DecodeError):
+    """An answer's body was larger than the client's ``max_response_bytes``. ``limit`` is the
+    cap and ``size`` the size seen: declared by ``Content-Length`` (``declared`` is true; nothing
+    was read) or read so far when a body without a length passed the cap (reading stopped
+    there). The connection is closed, not reused. On a send this is the ``__cause__`` of a
+    :class:`SendOutcomeUnknownError`: an answer that cannot be read says nothing about the
+    message."""
+
+    def __init__(self, message: str, *, limit: int, size: int, declared: bool) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.size = size
+        self.declared = declared
+
+
 class SendRejectedError(BizmsgError):
     """The send result reports a failed commit. ``result`` is the full
     :class:`~bizmsg.SendResult`; ``code`` and ``msg`` are copied from it."""
@@ -199,6 +236,13 @@ class SendRejectedError(BizmsgError):
         self.result = result
         self.code = result.code
         self.msg = result.msg
+
+
+class CampaignError(BizmsgError):
+    """A campaign could not go on safely as a whole (per-message problems are outcomes, never
+    this): its journal is unusable or belongs to another campaign, or the sender lookup of
+    ``pace="auto"`` failed. Raised with the partial :class:`~bizmsg.BulkResult` on
+    ``bulk_result`` when some messages were already handled."""
 
 
 class InternalError(BizmsgError):

@@ -8,14 +8,13 @@ keys, unknown fields included), and call metadata on ``.meta`` (kept out of equa
 from __future__ import annotations
 
 import copy
-import html
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar, Union, cast
 
 from . import _native
-from .errors import BizmsgError
+from .errors import BizmsgError, ValidationError
 
 __all__ = [
     "Template",
@@ -37,11 +36,39 @@ class Template:
     ``parameters`` given as a list or mapping of strings is sent as a compact JSON string
     (``["A1","B2"]``); a string is sent unchanged. ``language`` accepts ``en``, ``en_US``,
     ``es_419`` and the ``en-US`` spelling (sent as ``en_US``).
+
+    A template is checked when it is made, with the same rules and messages as a send:
+    an empty name, a parameter that is not a string (``parameters[1] is a number (2)``) or a
+    language that is not a code raise :class:`~bizmsg.ValidationError` at once.
     """
 
     name: str
     parameters: TemplateParameters
     language: str
+
+    def __post_init__(self) -> None:
+        _native.template_wire(self.name, self.parameters, self.language)
+
+    def to_dict(self) -> dict[str, str]:
+        """The wire object ``{"name", "parameters", "language"}`` as a send carries it:
+        parameters encoded as their string, the language normalized (``en-US`` -> ``en_US``)."""
+        name, parameters, language = _native.template_wire(self.name, self.parameters,
+                                                           self.language)
+        return {"name": name, "parameters": parameters, "language": language}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Template:
+        """A template from its wire object ``{"name", "parameters", "language"}`` (unknown keys
+        are ignored); ``Template.from_dict(t.to_dict()) == t`` for a template built from wire
+        values."""
+        missing = [key for key in ("name", "parameters", "language") if key not in data]
+        if missing:
+            raise ValidationError(
+                f"a template needs {', '.join(repr(key) for key in missing)}; got keys "
+                f"{sorted(map(str, data))}",
+                field="template",
+            )
+        return cls(name=data["name"], parameters=data["parameters"], language=data["language"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +129,10 @@ class _Model:
         return (_restore, (type(self), self.to_dict(), getattr(self, "_ok", None)))
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
-            f"<td style='text-align:left'>{html.escape(_cell(getattr(self, f.name)))}</td></tr>"
-            for f in fields(self)  # type: ignore[arg-type]
-        )
-        return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
+        # Jupyter's rich display: the main fields, the rest collapsed (bizmsg/_display.py).
+        from ._display import model_html
+
+        return model_html(self)
 
 
 def _restore(cls: type[_Model], wire: dict[str, Any], ok: bool | None,
@@ -132,15 +157,6 @@ def _to_wire_value(value: Any) -> Any:
 def _as_list(value: object) -> list[Any] | None:
     # pyright sees list[Unknown] where mypy sees list[Any]; both mean "any items".
     return value if isinstance(value, list) else None  # pyright: ignore[reportUnknownVariableType]
-
-
-def _cell(value: Any) -> str:
-    items = _as_list(value)
-    if items is not None:
-        return f"[{len(items)} items]"
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="milliseconds")
-    return "" if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,45 +319,30 @@ class Page(_Model, Generic[T]):
         return source
 
     def to_records(self) -> list[dict[str, Any]]:
-        """The items as plain dicts keyed by field name (nested phone numbers as dicts too)."""
-        return [_record(item) for item in self.data]
+        """The items as plain dicts keyed by field name (nested phone numbers as dicts too);
+        values as on the models (timestamps are ``datetime`` or ``None``)."""
+        from ._frames import record
 
-    def to_pandas(self) -> Any:
-        """The items as a ``pandas.DataFrame``, one row per item (install ``bizmsg[pandas]``)."""
-        try:
-            import pandas  # type: ignore[import-untyped, unused-ignore]
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "Page.to_pandas() needs pandas: pip install 'bizmsg[pandas]'"
-            ) from exc
-        return pandas.DataFrame.from_records(self.to_records())  # pyright: ignore
+        return [record(item) for item in self.data]
+
+    def to_pandas(self, *, explode: bool = False) -> Any:
+        """The items as a ``pandas.DataFrame`` (``pip install 'bizmsg[pandas]'``).
+
+        Columns are the snake_case field names; timestamps are ``datetime64[ns, UTC]``
+        columns (``NaT`` for a missing or unparseable one). A page of accounts gives one row
+        per account: ``business_phone_numbers`` holds the **count** of its numbers and
+        ``phone_number_ids`` the list of their ids. ``explode=True`` gives one row per
+        (account, number) instead, with the number's fields prefixed ``number_``
+        (``number_phone_number_id``, ``number_status``, ...); an account without numbers
+        keeps one row with those columns empty. For a page of numbers ``explode`` changes
+        nothing. :func:`bizmsg.to_pandas` does the same for any iterable of models.
+        """
+        from ._frames import models_to_frame
+
+        return models_to_frame(self.data, explode=explode, what="Page.to_pandas()")
 
     def _repr_html_(self) -> str:
-        if not self.data:
-            return f"<p>Empty page {self.current} of {self.pages}</p>"
-        names = [f.name for f in fields(self.data[0])]
-        head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-        body = "".join(
-            "<tr>"
-            + "".join(
-                f"<td>{html.escape(_cell(getattr(item, n)))}</td>" for n in names
-            )
-            + "</tr>"
-            for item in self.data
-        )
-        caption = (
-            f"{type(self.data[0]).__name__}: page {self.current} of {self.pages}, "
-            f"{len(self.data)} of {self.total} items"
-        )
-        return f"<table><caption>{html.escape(caption)}</caption><tr>{head}</tr>{body}</table>"
+        # The columns that matter, badges, UTC timestamps, the rest collapsed (_display.py).
+        from ._display import page_html
 
-
-def _record(item: _Model) -> dict[str, Any]:
-    record: dict[str, Any] = {}
-    for f in fields(item):  # type: ignore[arg-type]
-        value = getattr(item, f.name)
-        items = _as_list(value)
-        if items is not None:
-            value = [_record(v) if isinstance(v, _Model) else v for v in items]
-        record[f.name] = value
-    return record
+        return page_html(self)

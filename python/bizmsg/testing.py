@@ -8,12 +8,17 @@
 ...     sandbox.sent_messages()          # every send request, as received
 
 Faults are scripted per route (``"send"``, ``"business_accounts"``,
-``"business_phone_numbers"`` or ``"*"``): the next ``times`` requests get a status (without
-being processed), a delay, or a connection cut after processing. See docs/sandbox.md.
+``"business_phone_numbers"`` or ``"*"``): the next ``times`` requests (or every ``every``-th, or
+each with a ``probability``) get a status (without being processed), a delay, an oversized
+body, or a connection cut after processing. They can also come from a fault file. With
+``enforce_limits=True`` the sandbox acts like the platform's throughput and messaging tiers.
+See docs/sandbox.md.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -27,13 +32,19 @@ __all__ = ["Sandbox", "Fault"]
 
 @dataclass(frozen=True)
 class Fault:
-    """What the sandbox does to the next ``times`` requests of a route.
+    """What the sandbox does to requests of a route.
 
     ``status``: answer with this status, headers and body *without processing* the request
     (a 503 or 429 "before processing"). ``delay``: wait this many seconds before answering
     (after processing). ``cut_connection``: process the request (a message is sent), then
     close the connection without answering; together with ``status``, close it *without*
-    processing (a failure in front of the service).
+    processing (a failure in front of the service). ``body_bytes``: answer with a JSON body of
+    exactly that many bytes (an oversized answer), sent ``chunked`` (without
+    ``Content-Length``) if asked.
+
+    Which requests: the next ``times`` ones (``None``: all, for as long as the fault is
+    queued), only every ``every``-th matching one, each with ``probability`` (drawn from the
+    sandbox's seeded generator, so a seed replays the same faults).
     """
 
     status: int | None = None
@@ -41,15 +52,24 @@ class Fault:
     body: str | None = None
     delay: float = 0.0
     cut_connection: bool = False
-    times: int = 1
+    times: int | None = 1
+    every: int = 1
+    probability: float = 1.0
+    body_bytes: int | None = None
+    chunked: bool = False
 
 
 class Sandbox:
     """The service, embedded. Starts at once; stop it with ``close()`` or a ``with`` block.
 
     ``tenants`` are seeded with ``accounts_per_tenant`` accounts of ``numbers_per_account``
-    (low, high) numbers each, deterministically from ``seed``. ``delay`` (seconds) is added
-    to every answer. ``faults`` maps a route to one fault or a list of them.
+    (low, high) numbers each, deterministically from ``seed``; ``seed_data`` (a JSON file's
+    path, or its content as a mapping) serves your own accounts and numbers instead.
+    ``delay`` (seconds) is added to every answer. ``faults`` maps a route to one fault or a
+    list of them, or is the path of a fault file. ``enforce_limits=True`` refuses sends over a
+    number's throughput (``429`` with ``Retry-After``, code ``130429``) and new recipients past
+    an account's messaging tier (failed commit ``1007``). ``max_logged_requests`` bounds the
+    request log (the oldest go first) for long runs; :meth:`stats` counts everything anyway.
     """
 
     def __init__(
@@ -60,18 +80,31 @@ class Sandbox:
         accounts_per_tenant: int = 3,
         numbers_per_account: tuple[int, int] = (2, 4),
         delay: float = 0.0,
-        faults: Mapping[str, Fault | Iterable[Fault]] | None = None,
+        faults: Mapping[str, Fault | Iterable[Fault]] | str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        enforce_limits: bool = False,
+        max_logged_requests: int | None = None,
+        seed_data: str | os.PathLike[str] | Mapping[str, Any] | None = None,
     ) -> None:
+        data = None
+        if isinstance(seed_data, Mapping):
+            data = json.dumps(seed_data)
+        elif seed_data is not None:
+            with open(seed_data, encoding="utf-8") as file:
+                data = file.read()
         self._server = _native.SandboxServer(
             host, port, seed, list(tenants), accounts_per_tenant,
             (int(numbers_per_account[0]), int(numbers_per_account[1])), float(delay),
+            enforce_limits, max_logged_requests, data,
         )
         self._delay = float(delay)
-        for route, planned in (faults or {}).items():
-            for fault in [planned] if isinstance(planned, Fault) else planned:
-                self.inject(route, fault)
+        if isinstance(faults, (str, os.PathLike)):
+            self.load_faults(faults)
+        else:
+            for route, planned in (faults or {}).items():
+                for fault in [planned] if isinstance(planned, Fault) else planned:
+                    self.inject(route, fault)
 
     @property
     def base_url(self) -> str:
@@ -132,9 +165,21 @@ class Sandbox:
         ``inject("send", Fault(cut_connection=True))``."""
         fault = fault if fault is not None else Fault(**fields)
         self._server.inject(
-            route, fault.times, fault.status, list(dict(fault.headers).items()),
-            fault.body, float(fault.delay), fault.cut_connection,
+            route, fault.times, fault.every, float(fault.probability), fault.status,
+            list(dict(fault.headers).items()), fault.body, fault.body_bytes, fault.chunked,
+            float(fault.delay), fault.cut_connection,
         )
+
+    def load_faults(self, path: str | os.PathLike[str]) -> None:
+        """Queues the faults of a fault file (format in docs/sandbox.md, "Fault files")."""
+        with open(path, encoding="utf-8") as file:
+            self._server.load_faults(file.read())
+
+    def stats(self) -> dict[str, int]:
+        """Counts since the sandbox started: ``requests``, ``sends``, ``accepted`` (messages
+        that went out), ``failed_commits``, ``replayed`` (answered from the Idempotency-Key
+        cache) and ``throttled`` (over a number's throughput, with ``enforce_limits``)."""
+        return self._server.stats()
 
     def clear_faults(self) -> None:
         self._server.clear_faults()

@@ -1,6 +1,6 @@
 //! What both list operations share: the page request, and fetching one page of any model.
 
-use reqwest::Method;
+use http::Method;
 use serde_json::Value;
 
 use crate::client::{CallOptions, Client, Operation, Response};
@@ -38,14 +38,16 @@ impl Client {
         page: PageRequest,
         call: &CallOptions,
     ) -> Result<Response<Page<T>>> {
-        let mut url = match pager {
-            Pager::BusinessAccounts => self.endpoints().business_accounts.clone(),
-            Pager::BusinessPhoneNumbers => self.endpoints().business_phone_numbers.clone(),
+        let endpoint = match pager {
+            Pager::BusinessAccounts => &self.endpoints().business_accounts,
+            Pager::BusinessPhoneNumbers => &self.endpoints().business_phone_numbers,
         };
-        url.set_query(Some(&format!(
-            "pageNo={}&pageSize={}",
+        let url = format!(
+            "{endpoint}?pageNo={}&pageSize={}",
             page.page_no, page.page_size
-        )));
+        )
+        .parse::<http::Uri>()
+        .map_err(|e| Error::Internal(format!("cannot build the page URL: {e}")))?;
         let answer = self
             .execute(
                 &Operation {

@@ -1,7 +1,7 @@
 //! `POST /v1/chat/messages/send`: how the send request is built, validated and judged.
 
 use bytes::Bytes;
-use reqwest::Method;
+use http::Method;
 use serde_json::Value;
 
 use crate::client::{CallOptions, Client, Operation, Response, SendContext};

@@ -60,7 +60,7 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             finished: limit == Some(0),
             last_first: None,
             scope: None,
-            pid: std::process::id(),
+            pid: crate::process::id(),
         }
     }
 
@@ -76,11 +76,11 @@ impl<T: FromWire + Send + 'static> PageStream<T> {
             return Ok(None);
         }
         let requested = self.next_page_no;
-        if self.pid != std::process::id() {
+        if self.pid != crate::process::id() {
             // Forked: the read-ahead task lives in the parent's runtime, which has no threads
             // here. Forget it (touching it could block) and fetch the page anew.
             std::mem::forget(self.ahead.take());
-            self.pid = std::process::id();
+            self.pid = crate::process::id();
         }
         let fetched = match self.ahead.take() {
             Some(task) => task
@@ -166,7 +166,7 @@ impl<T: FromWire + Send + 'static> Drop for PageStream<T> {
         // A page nobody will read is not worth the round trip. (In a forked child the task
         // is the parent's runtime's: it is left alone.)
         if let Some(task) = self.ahead.take() {
-            if self.pid == std::process::id() {
+            if self.pid == crate::process::id() {
                 task.abort();
             } else {
                 std::mem::forget(task);

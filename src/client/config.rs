@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 
 pub const DEFAULT_USER_AGENT: &str = concat!("bizmsg-python/", env!("CARGO_PKG_VERSION"));
 
+/// The largest answer body read by default: far above any page of 1000 accounts with their
+/// numbers, far below what would hurt a process.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Timeouts of a call. `connect` bounds establishing a connection (a pool-wide setting, fixed
 /// when the client is made); `read` bounds one attempt once connected; `total` bounds the whole
 /// call, retries and their waits included.
@@ -95,6 +99,8 @@ pub struct ClientConfig {
     pub proxy: Option<String>,
     pub verify: Verify,
     pub allow_insecure_http: bool,
+    /// Answers with a longer body are refused (see [`crate::Error::ResponseTooLarge`]).
+    pub max_response_bytes: u64,
     pub backoff: Backoff,
     pub retry_observer: Option<Arc<dyn RetryObserver>>,
 }
@@ -115,6 +121,7 @@ impl ClientConfig {
             proxy: None,
             verify: Verify::Default,
             allow_insecure_http: false,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             backoff: Backoff::default(),
             retry_observer: None,
         }

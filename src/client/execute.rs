@@ -1,18 +1,15 @@
 //! The attempt loop every operation goes through: headers, timeouts, classification of
 //! failures, retries, token refresh after a 401, and the log line of each attempt.
 
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use reqwest::{Method, Url};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Method, Uri};
 use serde_json::Value;
 
+use super::body::OutgoingBody;
+use super::connection::Reply;
 use super::meta::Meta;
 use super::retry::{is_retryable, parse_retry_after};
 use super::Client;
@@ -31,7 +28,8 @@ pub(crate) enum Safety {
 
 pub(crate) struct Operation {
     pub method: Method,
-    pub url: Url,
+    /// Absolute: the transport sends it in origin form on direct connections.
+    pub url: Uri,
     pub body: Option<Bytes>,
     /// Sends only: the key, the recipient and the template, for `Idempotency-Key` and for
     /// reconciling an unknown outcome.
@@ -72,69 +70,6 @@ impl SendContext {
 /// time out, and for a send that would make an outcome unknown for nothing.
 const MIN_ATTEMPT_BUDGET: Duration = Duration::from_millis(50);
 
-/// Where a request body stands. The HTTP client takes the body only to write it, and a POST
-/// is not processed without its body: a body that was never taken proves the service never
-/// had the request, whatever the failure was.
-const FRESH: u8 = 0;
-const TAKEN: u8 = 1;
-/// The attempt was given up on: the body must never leave now.
-const ABANDONED: u8 = 2;
-
-/// The request body of a send, with the handshake that makes "never taken" reliable: the
-/// attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then counts the
-/// send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or, finding it
-/// abandoned, fails the write instead of sending it.
-struct WatchedBody {
-    data: Option<Bytes>,
-    state: Arc<AtomicU8>,
-}
-
-#[derive(Debug)]
-struct Abandoned;
-
-impl std::fmt::Display for Abandoned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the attempt was abandoned before its body was sent")
-    }
-}
-
-impl std::error::Error for Abandoned {}
-
-impl Body for WatchedBody {
-    type Data = Bytes;
-    type Error = Abandoned;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Abandoned>>> {
-        let claimed =
-            self.state
-                .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
-        if claimed == Err(ABANDONED) {
-            return Poll::Ready(Some(Err(Abandoned)));
-        }
-        Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.data.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
-    }
-}
-
-/// Whether a failed attempt's request provably never reached the service: its body was never
-/// taken, and now never will be.
-fn claim_unsent(state: &AtomicU8) -> bool {
-    state
-        .compare_exchange(FRESH, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-        || state.load(Ordering::Acquire) == ABANDONED
-}
-
 /// A decoded 2xx answer.
 pub(crate) struct Answer {
     pub body: Value,
@@ -159,7 +94,9 @@ impl Client {
         // A total too large for an Instant is no deadline at all.
         let deadline = timeout.total.and_then(|total| started.checked_add(total));
         let max_retries = call.max_retries.unwrap_or(self.options.max_retries);
-        let http = self.shared.transport.http()?;
+        if self.shared.transport.is_closed() {
+            return Err(Error::Closed);
+        }
         let idempotency_key = match &operation.send {
             Some(send) => Some(HeaderValue::from_str(&send.idempotency_key).map_err(|_| {
                 Error::validation("idempotency_key", "is not a valid header value")
@@ -172,13 +109,26 @@ impl Client {
         let mut attempt: u32 = 1;
         let mut retries_done: u32 = 0;
         loop {
+            if let Some(gate) = &call.gate {
+                gate.wait().await;
+            }
             let attempt_started = Instant::now();
-            let mut request =
-                reqwest::Request::new(operation.method.clone(), operation.url.clone());
+            // Only a body is watched: a request without one (a GET) is a read, retried anyway.
+            let (body, watch) = match &operation.body {
+                Some(data) => {
+                    let (body, watch) = OutgoingBody::watched(data.clone());
+                    (body, Some(watch))
+                }
+                None => (OutgoingBody::empty(), None),
+            };
+            let mut request = http::Request::new(body);
+            *request.method_mut() = operation.method.clone();
+            *request.uri_mut() = operation.url.clone();
             let headers = request.headers_mut();
-            headers.reserve(4 + self.options.headers.len());
+            headers.reserve(5 + self.options.headers.len());
             headers.insert(AUTHORIZATION, authorization.clone());
             headers.insert(ACCEPT, APPLICATION_JSON.clone());
+            headers.insert(USER_AGENT, self.shared.user_agent.clone());
             if operation.body.is_some() {
                 headers.insert(CONTENT_TYPE, APPLICATION_JSON.clone());
             }
@@ -188,15 +138,6 @@ impl Client {
             for (name, value) in &self.options.headers {
                 headers.insert(name.clone(), value.clone());
             }
-            // Only a body is watched: a request without one (a GET) is a read, retried anyway.
-            let body_state = operation.body.as_ref().map(|body| {
-                let state = Arc::new(AtomicU8::new(FRESH));
-                *request.body_mut() = Some(reqwest::Body::wrap(WatchedBody {
-                    data: Some(body.clone()),
-                    state: Arc::clone(&state),
-                }));
-                state
-            });
 
             let budget = attempt_budget(timeout, deadline);
             let outcome = match budget {
@@ -204,16 +145,14 @@ impl Client {
                     "the total timeout of {:.3}s elapsed",
                     timeout.total.unwrap_or_default().as_secs_f64()
                 ))),
-                Some(budget) => {
-                    match tokio::time::timeout(budget, self.attempt(&http, request)).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Err(Error::Timeout(format!(
-                            "no complete answer within {:.3}s",
-                            budget.as_secs_f64()
-                        ))),
-                    }
-                }
-                None => self.attempt(&http, request).await,
+                Some(budget) => match tokio::time::timeout(budget, self.attempt(request)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(Error::Timeout(format!(
+                        "no complete answer within {:.3}s",
+                        budget.as_secs_f64()
+                    ))),
+                },
+                None => self.attempt(request).await,
             };
 
             let (status, request_id) = match &outcome {
@@ -271,9 +210,16 @@ impl Client {
                 Error::Api(api) => api.retry_after,
                 _ => None,
             };
-            let reached = body_state
-                .as_deref()
-                .is_none_or(|state| !claim_unsent(state));
+            // The service asked to wait: in a batch, every call waits (the wait itself is
+            // below, like any retry's; a wait too long to accept pauses nobody).
+            if let (Some(gate), Some(wait)) = (&call.gate, retry_after) {
+                if matches!(error.status_code(), Some(429 | 503))
+                    && wait <= self.shared.backoff.max_retry_after
+                {
+                    gate.pause(wait);
+                }
+            }
+            let reached = watch.as_ref().is_none_or(|watch| !watch.claim_unsent());
             let retryable = is_retryable(operation.safety(), &error, reached);
             let delay = (retries_done < max_retries && retryable)
                 .then(|| self.shared.backoff.delay(retries_done + 1, retry_after))
@@ -335,25 +281,30 @@ impl Client {
     /// One request and its answer: `(status, request id, decoded body)` for a 2xx.
     async fn attempt(
         &self,
-        http: &reqwest::Client,
-        request: reqwest::Request,
+        request: http::Request<OutgoingBody>,
     ) -> Result<(u16, Option<String>, Value)> {
         let method = request.method().clone();
-        let url = request.url().clone();
-        let response = http.execute(request).await.map_err(transport_error)?;
-        let status = response.status().as_u16();
-        let headers = response.headers();
+        let url = request.uri().clone();
+        let limit = self.shared.max_response_bytes;
+        let Reply {
+            status,
+            headers,
+            body: bytes,
+            oversized,
+        } = self.shared.transport.send(request, limit).await?;
         let request_id = headers
             .get("x-request-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let retry_after = headers
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let bytes = response.bytes().await.map_err(transport_error)?;
 
         if (200..300).contains(&status) {
+            if let Some(oversized) = oversized {
+                return Err(Error::ResponseTooLarge {
+                    limit,
+                    size: oversized.size,
+                    declared: oversized.declared,
+                });
+            }
             return match serde_json::from_slice::<Value>(&bytes) {
                 Ok(body @ Value::Object(_)) => Ok((status, request_id, body)),
                 Ok(_) => Err(Error::Decode {
@@ -366,15 +317,29 @@ impl Client {
                 }),
             };
         }
-        let body = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(json) => ApiBody::Json(json),
-            Err(_) => ApiBody::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        let retry_after = headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        // An error answer past the size cap keeps its start: its status is what matters.
+        let body = match (oversized, serde_json::from_slice::<Value>(&bytes)) {
+            (None, Ok(json)) => ApiBody::Json(json),
+            _ => ApiBody::Text(String::from_utf8_lossy(&bytes).into_owned()),
         };
+        let mut message = api_message(&body);
+        if let Some(oversized) = oversized {
+            message = format!(
+                "{message} (answer body of {} bytes cut at the {limit}-byte max_response_bytes)",
+                oversized.size
+            )
+            .trim_start()
+            .to_owned();
+        }
         Err(Error::Api(Box::new(ApiError {
             status_code: status,
             method: method.to_string(),
             url: url.to_string(),
-            message: api_message(&body),
+            message,
             body,
             request_id,
             retry_after,
@@ -402,52 +367,13 @@ fn time_left(deadline: Option<Instant>) -> Option<Duration> {
 /// 504, a 500, may come after the service processed the request).
 fn is_ambiguous(error: &Error) -> bool {
     match error {
-        Error::Timeout(_) | Error::ConnectionBroken(_) | Error::Decode { .. } => true,
+        Error::Timeout(_)
+        | Error::ConnectionBroken(_)
+        | Error::Decode { .. }
+        | Error::ResponseTooLarge { .. } => true,
         Error::Api(api) => matches!(api.status_code, 500 | 502 | 504),
         _ => false,
     }
-}
-
-fn transport_error(error: reqwest::Error) -> Error {
-    let detail = error_chain(&error);
-    if error.is_connect() || refused_by_http2(&error) {
-        Error::Connect(detail)
-    } else if error.is_timeout() {
-        Error::Timeout(detail)
-    } else {
-        Error::ConnectionBroken(detail)
-    }
-}
-
-/// An HTTP/2 refusal that guarantees the request was not processed (RFC 9113 8.7): a graceful
-/// GOAWAY, or the stream refused. Such a request never reached the service, like a failed
-/// connect.
-fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            let graceful = h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR);
-            let refused = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
-            return h2.is_remote() && (graceful || refused);
-        }
-        source = cause.source();
-    }
-    false
-}
-
-/// `error: cause: cause of cause`, which reqwest's Display alone hides.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The explanation in an error body: the spec's `msg`, or the usual alternatives.

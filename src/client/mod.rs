@@ -1,22 +1,29 @@
 //! The HTTP client: configuration, the connection pool, tokens, retries and the attempt loop.
 //! The operations themselves (what each endpoint sends and decodes) live in `crate::api`.
 
+mod body;
 mod config;
+mod connection;
 mod execute;
+mod gate;
 mod meta;
+mod pool;
 mod retry;
+mod tls;
 mod token;
 mod transport;
 
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::Url;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Uri;
 
-pub use config::{ClientConfig, Timeout, Verify, DEFAULT_USER_AGENT};
+pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
+pub use gate::Gate;
 pub use meta::{Meta, Response};
 pub use retry::{Backoff, RetryObserver};
 pub use token::{TokenProvider, TokenSource};
+pub use transport::TransportKind;
 
 pub(crate) use execute::{Operation, SendContext};
 
@@ -37,6 +44,8 @@ struct Shared {
     success_codes: Vec<String>,
     backoff: Backoff,
     base_url: String,
+    user_agent: HeaderValue,
+    max_response_bytes: u64,
 }
 
 /// What `with_options` may change per handle without a new pool.
@@ -52,9 +61,9 @@ struct HandleOptions {
 }
 
 pub(crate) struct Endpoints {
-    pub send: Url,
-    pub business_accounts: Url,
-    pub business_phone_numbers: Url,
+    pub send: Uri,
+    pub business_accounts: Uri,
+    pub business_phone_numbers: Uri,
 }
 
 /// Per-call settings; `None` means "the client's".
@@ -65,13 +74,19 @@ pub struct CallOptions {
     /// For sends: the `Idempotency-Key` to use instead of a fresh one (to re-send safely after
     /// a `SendOutcomeUnknown`).
     pub idempotency_key: Option<String>,
+    /// Shared by the calls of a batch: a `Retry-After` one call is given pauses them all.
+    pub gate: Option<Arc<Gate>>,
 }
 
 impl Client {
     pub fn new(config: ClientConfig) -> Result<Self> {
         let base = config::base_url(&config.base_url, config.allow_insecure_http)?;
         let endpoint = |path: &str| {
-            base.join(path)
+            let url = base
+                .join(path)
+                .map_err(|e| Error::Configuration(format!("base_url cannot take {path}: {e}")))?;
+            url.as_str()
+                .parse::<Uri>()
                 .map_err(|e| Error::Configuration(format!("base_url cannot take {path}: {e}")))
         };
         let endpoints = Endpoints {
@@ -86,11 +101,22 @@ impl Client {
         }
         let headers = header_map(&config.default_headers)?;
         config.timeout.check()?;
+        if config.max_response_bytes == 0 {
+            return Err(Error::Configuration(
+                "max_response_bytes must be at least 1".to_owned(),
+            ));
+        }
+        if config.user_agent.chars().any(char::is_control) {
+            return Err(Error::Configuration(
+                "user_agent contains a control character".to_owned(),
+            ));
+        }
+        let user_agent = HeaderValue::from_str(&config.user_agent).map_err(|_| {
+            Error::Configuration("user_agent is not a valid header value".to_owned())
+        })?;
         Ok(Client {
             shared: Arc::new(Shared {
-                transport: transport::Transport::new(transport::Settings::from_config(
-                    &config, &base,
-                )?)?,
+                transport: transport::Transport::new(&config, &base)?,
                 token: token::Token::new(config.token)?,
                 endpoints,
                 success_codes: config
@@ -100,6 +126,8 @@ impl Client {
                     .collect(),
                 backoff: config.backoff,
                 base_url: base.as_str().trim_end_matches('/').to_owned(),
+                user_agent,
+                max_response_bytes: config.max_response_bytes,
             }),
             options: HandleOptions {
                 timeout: config.timeout,
@@ -159,6 +187,11 @@ impl Client {
         self.options.max_retries
     }
 
+    /// How long to wait before retry `n` (the batch sender uses it for its own pauses).
+    pub fn backoff(&self) -> &Backoff {
+        &self.shared.backoff
+    }
+
     pub fn success_codes(&self) -> &[String] {
         &self.shared.success_codes
     }
@@ -176,6 +209,15 @@ impl Client {
         self.shared.transport.is_closed()
     }
 
+    /// Which transport the client chose (direct HTTP/1.1, or reqwest through a proxy).
+    pub fn transport_kind(&self) -> TransportKind {
+        self.shared.transport.kind()
+    }
+
+    pub fn max_response_bytes(&self) -> u64 {
+        self.shared.max_response_bytes
+    }
+
     pub(crate) fn endpoints(&self) -> &Endpoints {
         &self.shared.endpoints
     }
@@ -184,7 +226,7 @@ impl Client {
 /// Headers the client itself must own, and why: overriding them would leak or reuse a
 /// credential, send one idempotency key for different messages, or corrupt the framing.
 fn reserved_header(name: &HeaderName) -> Option<&'static str> {
-    use reqwest::header::{
+    use http::header::{
         AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
     };
     if name == AUTHORIZATION {

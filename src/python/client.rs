@@ -1,19 +1,26 @@
 //! `_native.NativeClient`: the Python face of [`crate::Client`]. It converts arguments in,
 //! waits (sync) or bridges (async), and builds dataclasses out; nothing else.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString};
+use pyo3::types::{PyDict, PyString};
 
+use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
 use super::callbacks::{PyRetryHook, PyTokenProvider};
+use super::campaign::{CampaignPlanner, CampaignRun};
+use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
 use super::pages::{NativePageStream, Stream};
-use super::runtime::{awaitable, wait, Reply, Waited};
+use super::runtime::{wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage};
-use crate::client::{CallOptions, ClientConfig, Response, RetryObserver, TokenSource, Verify};
+use crate::campaign::{Directory, PlanOptions, Planner};
+use crate::client::{
+    CallOptions, ClientConfig, Response, RetryObserver, TokenSource, TransportKind,
+};
 use crate::error::Error;
 use crate::wire::{Page, SendRequest, SendResult};
 use crate::{Client, Timeout};
@@ -21,6 +28,9 @@ use crate::{Client, Timeout};
 #[pyclass(frozen, module = "bizmsg._native")]
 pub(crate) struct NativeClient {
     client: Client,
+    /// Shared by the handles `with_options` derives, so the warning about blocking an event
+    /// loop is logged once per client.
+    warned_in_loop: Arc<AtomicBool>,
 }
 
 /// Which listing `list`, `list_async` and `pages` read (each Python resource passes its own).
@@ -47,6 +57,7 @@ impl NativeClient {
         proxy: Option<String>,
         verify: &Bound<'_, PyAny>,
         allow_insecure_http: bool,
+        max_response_bytes: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         let build = || -> Result<ClientConfig, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
@@ -79,6 +90,16 @@ impl NativeClient {
             config.proxy = proxy;
             config.verify = verify_arg(verify)?;
             config.allow_insecure_http = allow_insecure_http;
+            let cap = integer("max_response_bytes", max_response_bytes)?;
+            config.max_response_bytes = u64::try_from(cap)
+                .ok()
+                .filter(|cap| *cap >= 1)
+                .ok_or_else(|| {
+                    Error::validation(
+                        "max_response_bytes",
+                        format!("must be a number of bytes from 1 up, got {cap}"),
+                    )
+                })?;
             Ok(config)
         };
         let config = build().map_err(|e| to_py(py, e))?;
@@ -86,7 +107,10 @@ impl NativeClient {
         let client = py
             .detach(|| Client::new(config))
             .map_err(|e| to_py(py, e))?;
-        Ok(NativeClient { client })
+        Ok(NativeClient {
+            client,
+            warned_in_loop: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     #[getter]
@@ -104,6 +128,20 @@ impl NativeClient {
         let t = self.client.timeout();
         let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
         (secs(t.connect), secs(t.read), secs(t.total))
+    }
+
+    #[getter]
+    fn max_response_bytes(&self) -> u64 {
+        self.client.max_response_bytes()
+    }
+
+    /// `"direct"` or `"proxied"`: which transport the client chose.
+    #[getter]
+    fn transport(&self) -> &'static str {
+        match self.client.transport_kind() {
+            TransportKind::Direct => "direct",
+            TransportKind::Proxied => "proxied",
+        }
     }
 
     #[getter]
@@ -137,7 +175,10 @@ impl NativeClient {
             )
         };
         let client = build().map_err(|e| to_py(py, e))?;
-        Ok(NativeClient { client })
+        Ok(NativeClient {
+            client,
+            warned_in_loop: Arc::clone(&self.warned_in_loop),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -165,6 +206,7 @@ impl NativeClient {
             idempotency_key,
         )
         .map_err(|e| to_py(py, e))?;
+        self.warn_if_in_event_loop(py);
         match wait(py, self.client.send_request(request, key.clone(), &call)) {
             Waited::Done(result) => send_reply(py, result, raw),
             Waited::Interrupted(interrupt) => {
@@ -225,6 +267,7 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let (page, call) =
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        self.warn_if_in_event_loop(py);
         match kind {
             Listing::BusinessAccounts => {
                 match wait(py, self.client.list_business_accounts(page, &call)) {
@@ -315,6 +358,172 @@ impl NativeClient {
             }),
         }
     }
+
+    /// Starts a campaign (`send_many`); the Python driver feeds and polls the run.
+    #[allow(clippy::too_many_arguments)]
+    fn campaign(
+        &self,
+        py: Python<'_>,
+        concurrency: &Bound<'_, PyAny>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        stop_on_error: bool,
+        dedupe: bool,
+        journal: Option<std::path::PathBuf>,
+        campaign_id: Option<String>,
+        resend_unknown: bool,
+        timeout: &Bound<'_, PyAny>,
+        max_retries: &Bound<'_, PyAny>,
+    ) -> PyResult<CampaignRun> {
+        let options = || -> Result<crate::campaign::Options, Error> {
+            let concurrency = integer("concurrency", concurrency)?;
+            let pace_auto = pace_auto(pace.as_deref())?;
+            Ok(crate::campaign::Options {
+                concurrency: usize::try_from(concurrency).unwrap_or(0),
+                rate_limit,
+                pace_auto,
+                stop_on_error,
+                dedupe,
+                journal,
+                campaign_id,
+                resend_unknown,
+                call: call_options(timeout, max_retries, None)?,
+            })
+        };
+        let options = options().map_err(|e| to_py(py, e))?;
+        if self.client.is_closed() {
+            return Err(to_py(py, Error::Closed));
+        }
+        CampaignRun::start(self.client.clone(), options).map_err(|e| to_py(py, e))
+    }
+
+    /// A campaign's preflight: looks the senders up (one account listing), then checks what
+    /// it is fed.
+    #[allow(clippy::too_many_arguments)]
+    fn planner(
+        &self,
+        py: Python<'_>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        dedupe: bool,
+        timeout: &Bound<'_, PyAny>,
+        max_retries: &Bound<'_, PyAny>,
+    ) -> PyResult<CampaignPlanner> {
+        let (options, call) =
+            plan_args(rate_limit, pace, dedupe, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let client = self.client.clone();
+        match wait(py, async move { Directory::fetch(&client, &call).await }) {
+            Waited::Done(directory) => {
+                let directory = directory.map_err(|e| to_py(py, e))?;
+                Ok(CampaignPlanner::new(Planner::new(options, directory)))
+            }
+            Waited::Interrupted(interrupt) => Err(interrupt),
+        }
+    }
+
+    /// Awaitable `planner`.
+    #[allow(clippy::too_many_arguments)]
+    fn planner_async<'py>(
+        &self,
+        py: Python<'py>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        dedupe: bool,
+        timeout: &Bound<'py, PyAny>,
+        max_retries: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (options, call) =
+            plan_args(rate_limit, pace, dedupe, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let client = self.client.clone();
+        awaitable(py, async move {
+            let directory = super::runtime::catch_panics(Directory::fetch(&client, &call)).await;
+            Reply::new(move |py| {
+                let directory = directory.map_err(|e| to_py(py, e))?;
+                Ok(
+                    Bound::new(py, CampaignPlanner::new(Planner::new(options, directory)))?
+                        .into_any()
+                        .unbind(),
+                )
+            })
+        })
+    }
+}
+
+impl NativeClient {
+    /// A sync call made on a thread whose asyncio loop is running (a notebook cell, an
+    /// `async def`) blocks that loop for the whole call: said once per client, as a WARNING.
+    fn warn_if_in_event_loop(&self, py: Python<'_>) {
+        if self.warned_in_loop.load(Ordering::Relaxed) || !event_loop_running(py) {
+            return;
+        }
+        if !self.warned_in_loop.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                target: "bizmsg",
+                "a synchronous bizmsg call was made while an asyncio event loop is running on \
+                 this thread (a notebook cell or an async function): the loop is blocked until \
+                 the call returns. Use bizmsg.AsyncClient and await its calls there."
+            );
+        }
+    }
+}
+
+/// Whether an asyncio loop runs on this thread. asyncio is only asked if some code imported it
+/// (a program that never did has no loop), so the check costs a dict lookup otherwise.
+fn event_loop_running(py: Python<'_>) -> bool {
+    static MODULES: pyo3::sync::PyOnceLock<Py<PyDict>> = pyo3::sync::PyOnceLock::new();
+    let modules = MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+        Ok(py
+            .import(pyo3::intern!(py, "sys"))?
+            .getattr(pyo3::intern!(py, "modules"))?
+            .cast_into::<PyDict>()?
+            .unbind())
+    });
+    let Ok(Some(events)) = modules.and_then(|modules| {
+        modules
+            .bind(py)
+            .get_item(pyo3::intern!(py, "asyncio.events"))
+    }) else {
+        return false;
+    };
+    events
+        .call_method0(pyo3::intern!(py, "_get_running_loop"))
+        .is_ok_and(|running| !running.is_none())
+}
+
+fn pace_auto(pace: Option<&str>) -> Result<bool, Error> {
+    match pace {
+        None => Ok(false),
+        Some("auto") => Ok(true),
+        Some(other) => Err(Error::validation(
+            "pace",
+            format!("must be None or \"auto\", got {other:?}"),
+        )),
+    }
+}
+
+fn plan_args(
+    rate_limit: Option<f64>,
+    pace: Option<String>,
+    dedupe: bool,
+    timeout: &Bound<'_, PyAny>,
+    max_retries: &Bound<'_, PyAny>,
+) -> Result<(PlanOptions, CallOptions), Error> {
+    if let Some(rate) = rate_limit {
+        if !rate.is_finite() || rate <= 0.0 {
+            return Err(Error::validation(
+                "rate_limit",
+                format!("must be a positive number of messages per second, got {rate}"),
+            ));
+        }
+    }
+    Ok((
+        PlanOptions {
+            dedupe,
+            pace_auto: pace_auto(pace.as_deref())?,
+            rate_limit,
+        },
+        call_options(timeout, max_retries, None)?,
+    ))
 }
 
 /// Adds `note` to an exception: `add_note` (Python 3.11+, shown in tracebacks), else the
@@ -391,133 +600,4 @@ fn list_args(
         integer("page_size", page_size)?,
     )?;
     Ok((page, call_options(timeout, max_retries, None)?))
-}
-
-fn call_options(
-    timeout: &Bound<'_, PyAny>,
-    max_retries: &Bound<'_, PyAny>,
-    idempotency_key: Option<String>,
-) -> Result<CallOptions, Error> {
-    Ok(CallOptions {
-        timeout: timeout_arg(timeout)?,
-        max_retries: if max_retries.is_none() {
-            None
-        } else {
-            Some(retries(max_retries)?)
-        },
-        idempotency_key,
-    })
-}
-
-fn text(field: &str, value: &Bound<'_, PyAny>) -> Result<String, Error> {
-    let type_name = || {
-        value
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
-    };
-    value
-        .cast::<PyString>()
-        .map_err(|_| Error::validation(field, format!("must be a string, got {}", type_name())))?
-        .to_str()
-        .map(str::to_owned)
-        .map_err(|_| Error::validation(field, "is not valid UTF-8"))
-}
-
-fn integer(field: &str, value: &Bound<'_, PyAny>) -> Result<i64, Error> {
-    if value.cast::<PyBool>().is_ok() || value.cast::<PyInt>().is_err() {
-        let type_name = value
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
-        return Err(Error::validation(
-            field,
-            format!("must be an int, got {type_name}"),
-        ));
-    }
-    value
-        .extract::<i64>()
-        .map_err(|_| Error::validation(field, "is out of range"))
-}
-
-fn retries(value: &Bound<'_, PyAny>) -> Result<u32, Error> {
-    let n = integer("max_retries", value)?;
-    u32::try_from(n)
-        .ok()
-        .filter(|n| *n <= 100)
-        .ok_or_else(|| Error::validation("max_retries", format!("must be from 0 to 100, got {n}")))
-}
-
-/// `None`, a number of seconds (total), or a `bizmsg.Timeout` (any object with `connect`,
-/// `read` and `total`).
-fn timeout_arg(value: &Bound<'_, PyAny>) -> Result<Option<Timeout>, Error> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    let seconds = |name: &str, v: &Bound<'_, PyAny>| -> Result<Option<Duration>, Error> {
-        if v.is_none() {
-            return Ok(None);
-        }
-        let secs: f64 = v.extract().map_err(|_| {
-            Error::Configuration(format!("timeout {name} must be a number of seconds"))
-        })?;
-        if !secs.is_finite() || secs <= 0.0 {
-            return Err(Error::Configuration(format!(
-                "timeout {name} must be a positive number of seconds, got {secs}"
-            )));
-        }
-        Duration::try_from_secs_f64(secs)
-            .map(Some)
-            .map_err(|_| Error::Configuration(format!("timeout {name} is out of range")))
-    };
-    if value.cast::<PyInt>().is_ok() || value.extract::<f64>().is_ok() {
-        return Ok(Some(Timeout {
-            connect: None,
-            read: None,
-            total: seconds("total", value)?,
-        }));
-    }
-    let part = |name: &str| -> Result<Option<Duration>, Error> {
-        let attribute = value.getattr(name).map_err(|_| {
-            Error::Configuration(
-                "timeout must be a number of seconds or a bizmsg.Timeout".to_owned(),
-            )
-        })?;
-        seconds(name, &attribute)
-    };
-    Ok(Some(Timeout {
-        connect: part("connect")?,
-        read: part("read")?,
-        total: part("total")?,
-    }))
-}
-
-fn headers(dict: &Bound<'_, PyDict>) -> Result<Vec<(String, String)>, Error> {
-    dict.iter()
-        .map(|(name, value)| {
-            let name = name
-                .extract::<String>()
-                .map_err(|_| Error::Configuration("header names must be strings".to_owned()))?;
-            let value = value.extract::<String>().map_err(|_| {
-                Error::Configuration(format!("the value of header {name:?} must be a string"))
-            })?;
-            Ok((name, value))
-        })
-        .collect()
-}
-
-fn verify_arg(value: &Bound<'_, PyAny>) -> Result<Verify, Error> {
-    if let Ok(flag) = value.cast::<PyBool>() {
-        return Ok(if flag.is_true() {
-            Verify::Default
-        } else {
-            Verify::Disabled
-        });
-    }
-    let path: std::path::PathBuf = value.extract().map_err(|_| {
-        Error::Configuration("verify must be True, False or the path of a CA bundle".to_owned())
-    })?;
-    Ok(Verify::CaBundle(path))
 }

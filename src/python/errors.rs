@@ -91,7 +91,18 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             )?;
             module.getattr("SendRejectedError")?
         }
+        Error::ResponseTooLarge {
+            limit,
+            size,
+            declared,
+        } => {
+            kwargs.set_item("limit", limit)?;
+            kwargs.set_item("size", size)?;
+            kwargs.set_item("declared", declared)?;
+            module.getattr("ResponseTooLargeError")?
+        }
         Error::Pagination(_) => module.getattr("PaginationError")?,
+        Error::Campaign(_) => module.getattr("CampaignError")?,
         Error::Closed => module.getattr("ClientClosedError")?,
         Error::Internal(_) => module.getattr("InternalError")?,
     };

@@ -1,13 +1,16 @@
 //! The pyo3 bindings: `bizmsg._native`. They only translate between Python and the core.
 
+mod args;
 mod callbacks;
+mod campaign;
 mod client;
+mod completion;
 mod convert;
 mod errors;
 mod pages;
-mod result_thread;
 mod runtime;
 mod sandbox;
+mod template;
 
 use pyo3::prelude::*;
 
@@ -63,12 +66,16 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(shutdown)?;
     module.add_class::<client::NativeClient>()?;
     module.add_class::<client::Listing>()?;
+    module.add_class::<campaign::CampaignRun>()?;
+    module.add_class::<campaign::SendOutcome>()?;
+    module.add_class::<campaign::CampaignPlanner>()?;
     module.add_function(wrap_pyfunction!(has_next_page, module)?)?;
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(convert::model_from_dict, module)?)?;
     module.add_function(wrap_pyfunction!(refresh_logging, module)?)?;
+    module.add_function(wrap_pyfunction!(template::template_wire, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add(
         "DEFAULT_SUCCESS_CODES",

@@ -6,9 +6,10 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::ContextExt;
 use pyo3_async_runtimes::TaskLocals;
 
+use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
-use super::runtime::{awaitable, catch_panics, wait, BizmsgRuntime, Reply, Waited};
+use super::runtime::{catch_panics, wait_shared, BizmsgRuntime, Reply, Waited};
 use crate::api::{PageStream, TaskScope};
 use crate::client::Response;
 use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page};
@@ -89,7 +90,7 @@ impl NativePageStream {
     /// The next page, or `None` after the last.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let stream = Arc::clone(&self.stream);
-        let next = wait(py, async move { Ok(stream.lock().await.next(None).await) });
+        let next = wait_shared(py, async move { Ok(stream.lock().await.next(None).await) });
         match next {
             Waited::Done(Ok(next)) => next.into_py(py),
             Waited::Done(Err(error)) => Err(to_py(py, error)),

@@ -1,13 +1,17 @@
-//! The one tokio runtime of the process, and the two ways Python waits on it.
+//! The tokio runtimes of the process, and the two ways Python waits on them.
 //!
-//! The runtime is made on first use (never at import) and remembers the pid it was made in: a
-//! forked child gets a new one instead of waiting forever on worker threads that fork did not
-//! copy. Sync calls wait on the calling thread with the GIL released, waking every
-//! `SIGNAL_CHECK` to let Python run signal handlers, so Ctrl-C aborts a blocked call. Async
-//! calls are bridged by pyo3-async-runtimes through [`BizmsgRuntime`], our runtime behind its
-//! generic interface.
+//! - Sync calls run on a **current-thread runtime of the calling thread** (one per thread, made
+//!   on its first call), with the GIL released: the request is written, awaited and read on the
+//!   caller's own thread, so a call costs no thread hop and no cross-thread wake-up. It wakes
+//!   every `SIGNAL_CHECK` to let Python run signal handlers, so Ctrl-C aborts a blocked call.
+//! - Everything else (async calls, page read-ahead, campaigns, the sandbox) runs on **one shared
+//!   multi-thread runtime**, made on first use (never at import).
+//!
+//! Both remember the pid they were made in: a forked child gets new ones instead of waiting
+//! forever on threads that fork did not copy. Async results come back to the event loop through
+//! `completion.rs`.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -45,7 +49,6 @@ pub(crate) fn exiting() -> bool {
 pub(crate) fn shutdown(py: Python<'_>) {
     EXITING.store(true, Ordering::Release);
     log::set_max_level(log::LevelFilter::Off);
-    super::result_thread::stop(py);
     let taken = RUNTIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -53,7 +56,7 @@ pub(crate) fn shutdown(py: Python<'_>) {
     let Some((owner, runtime)) = taken else {
         return;
     };
-    if owner != std::process::id() {
+    if owner != crate::process::id() {
         std::mem::forget(runtime);
         return;
     }
@@ -71,7 +74,7 @@ pub(crate) fn runtime() -> Result<Arc<Runtime>, Error> {
             "the Python interpreter is exiting".to_owned(),
         ));
     }
-    let pid = std::process::id();
+    let pid = crate::process::id();
     let mut slot = RUNTIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -119,47 +122,109 @@ pub(crate) enum Waited<T> {
     Interrupted(PyErr),
 }
 
-/// Runs `future` to completion on the calling thread with the GIL released.
+thread_local! {
+    /// The calling thread's runtime for sync calls, and the pid it was made in.
+    static LOCAL_RUNTIME: RefCell<Option<(u32, Runtime)>> = const { RefCell::new(None) };
+}
+
+/// Runs `future` to completion on the calling thread's own runtime, with the GIL released.
 pub(crate) fn wait<T, F>(py: Python<'_>, future: F) -> Waited<T>
 where
     F: Future<Output = crate::Result<T>> + Send,
     T: Send,
 {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        // A sync call from inside the runtime (e.g. from an on_retry hook of an async call)
-        // would block a worker the call itself needs.
-        return Waited::Done(Err(Error::Configuration(
-            "a synchronous bizmsg call was made from inside bizmsg's async runtime (for example \
-             from an on_retry hook); use AsyncClient there"
-                .to_owned(),
-        )));
+    if let Some(refused) = refuse_nested() {
+        return Waited::Done(Err(refused));
+    }
+    let check_signals = is_main_thread();
+    let outcome = LOCAL_RUNTIME.try_with(|slot| {
+        let pid = crate::process::id();
+        if slot
+            .borrow()
+            .as_ref()
+            .is_none_or(|(owner, _)| *owner != pid)
+        {
+            // A forked child forgets the parent's runtime: dropping it would deregister
+            // sockets from an epoll instance it shares with the parent.
+            if let Some(inherited) = slot.borrow_mut().take() {
+                std::mem::forget(inherited);
+            }
+            let built = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Internal(format!("cannot start a tokio runtime: {e}")));
+            match built {
+                Ok(runtime) => *slot.borrow_mut() = Some((pid, runtime)),
+                Err(error) => return Waited::Done(Err(error)),
+            }
+        }
+        let slot = slot.borrow();
+        let Some((_, runtime)) = slot.as_ref() else {
+            return Waited::Done(Err(Error::Internal("no runtime".to_owned())));
+        };
+        py.detach(|| runtime.block_on(until_done_or_signal(future, check_signals)))
+    });
+    outcome.unwrap_or_else(|_| {
+        Waited::Done(Err(Error::Internal(
+            "the thread is exiting; no call can be made on it".to_owned(),
+        )))
+    })
+}
+
+/// Runs `future` on the shared runtime, waiting for it on the calling thread with the GIL
+/// released. For work that must go on between calls (a page stream's read-ahead), which a
+/// thread's own runtime would only drive while a call is running.
+pub(crate) fn wait_shared<T, F>(py: Python<'_>, future: F) -> Waited<T>
+where
+    F: Future<Output = crate::Result<T>> + Send,
+    T: Send,
+{
+    if let Some(refused) = refuse_nested() {
+        return Waited::Done(Err(refused));
     }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(error) => return Waited::Done(Err(error)),
     };
     let check_signals = is_main_thread();
-    py.detach(move || {
-        runtime.block_on(async move {
-            let future = AssertUnwindSafe(future).catch_unwind();
-            tokio::pin!(future);
-            if !check_signals {
-                // Python runs signal handlers on the main thread only: nothing to check here.
-                return Waited::Done(without_panic(future.await));
-            }
-            loop {
-                tokio::select! {
-                    biased;
-                    outcome = &mut future => return Waited::Done(without_panic(outcome)),
-                    () = tokio::time::sleep(SIGNAL_CHECK) => {
-                        if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
-                            return Waited::Interrupted(interrupt);
-                        }
-                    }
+    py.detach(move || runtime.block_on(until_done_or_signal(future, check_signals)))
+}
+
+/// A sync call from inside a runtime (e.g. from an on_retry hook of an async call) would block
+/// a worker the call itself needs.
+fn refuse_nested() -> Option<Error> {
+    tokio::runtime::Handle::try_current().is_ok().then(|| {
+        Error::Configuration(
+            "a synchronous bizmsg call was made from inside bizmsg's async runtime (for example \
+             from an on_retry hook); use AsyncClient there"
+                .to_owned(),
+        )
+    })
+}
+
+/// `future`'s outcome, or the exception a signal handler raised while it ran (the future is
+/// then dropped, which aborts the call).
+async fn until_done_or_signal<T, F>(future: F, check_signals: bool) -> Waited<T>
+where
+    F: Future<Output = crate::Result<T>>,
+{
+    let future = AssertUnwindSafe(future).catch_unwind();
+    tokio::pin!(future);
+    if !check_signals {
+        // Python runs signal handlers on the main thread only: nothing to check here.
+        return Waited::Done(without_panic(future.await));
+    }
+    loop {
+        tokio::select! {
+            biased;
+            outcome = &mut future => return Waited::Done(without_panic(outcome)),
+            () = tokio::time::sleep(SIGNAL_CHECK) => {
+                if let Err(interrupt) = Python::attach(|py| py.check_signals()) {
+                    return Waited::Interrupted(interrupt);
                 }
             }
-        })
-    })
+        }
+    }
 }
 
 /// The thread Python runs signal handlers on, recorded when the module is imported there.
@@ -218,8 +283,6 @@ tokio::task_local! {
 /// A task handle, or the note that no runtime could be had (the bridge then reports it).
 pub(crate) enum SpawnHandle {
     Spawned(tokio::task::JoinHandle<()>),
-    /// A job on the result thread; resolves once it ran.
-    Queued(futures::channel::oneshot::Receiver<()>),
     Unavailable,
 }
 
@@ -250,7 +313,6 @@ impl Future for SpawnHandle {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             SpawnHandle::Spawned(handle) => handle.poll_unpin(cx).map_err(SpawnError::Join),
-            SpawnHandle::Queued(done) => done.poll_unpin(cx).map_err(|_| SpawnError::Unavailable),
             SpawnHandle::Unavailable => Poll::Ready(Err(SpawnError::Unavailable)),
         }
     }
@@ -270,19 +332,14 @@ impl GenericRuntime for BizmsgRuntime {
         }
     }
 
-    /// Only used by the bridge to set asyncio results: see `result_thread`.
+    /// Unused by bizmsg (results go back through `completion.rs`); implemented for the
+    /// bridge's interface on tokio's blocking pool.
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
-        let (done, finished) = futures::channel::oneshot::channel();
-        let job: super::result_thread::Job = Box::new(move || {
-            f();
-            let _ = done.send(());
-        });
-        match super::result_thread::submit(job) {
-            Ok(()) => SpawnHandle::Queued(finished),
-            // No result thread (the interpreter is exiting): the result is dropped with it.
+        match runtime() {
+            Ok(runtime) => SpawnHandle::Spawned(runtime.spawn_blocking(f)),
             Err(_) => SpawnHandle::Unavailable,
         }
     }
@@ -305,18 +362,6 @@ impl ContextExt for BizmsgRuntime {
     }
 }
 
-/// Turns a Rust future into a Python awaitable on the running asyncio loop. The reply is
-/// built into Python objects on a blocking thread holding the GIL, never on a worker.
-pub(crate) fn awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = Reply> + Send + 'static,
-{
-    runtime().map_err(|e| super::errors::to_py(py, e))?;
-    pyo3_async_runtimes::generic::future_into_py::<BizmsgRuntime, _, _>(py, async move {
-        Ok(future.await)
-    })
-}
-
 /// A result waiting to become a Python object (or exception) once the GIL is held.
 type BuildReply = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 
@@ -330,16 +375,12 @@ impl Reply {
     }
 }
 
-impl<'py> IntoPyObject<'py> for Reply {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
-        // A panic here would leave the awaiting coroutine waiting forever: it becomes the
-        // awaited call's InternalError instead.
+impl Reply {
+    /// The Python object (or exception) of the reply. A panic while building it becomes the
+    /// call's InternalError instead of leaving the awaiting coroutine waiting forever.
+    pub(crate) fn build(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| (self.0)(py))) {
-            Ok(built) => built.map(|object| object.into_bound(py)),
+            Ok(built) => built,
             Err(panic) => Err(super::errors::to_py(
                 py,
                 Error::Internal(panic_message(panic.as_ref())),

@@ -9,7 +9,7 @@ use super::convert;
 use super::errors::to_py;
 use super::runtime::runtime;
 use crate::error::Error;
-use crate::sandbox::{Fault, RecordedRequest, Route, Sandbox, SandboxConfig};
+use crate::sandbox::{Fault, FaultPlan, RecordedRequest, Route, Sandbox, SandboxConfig, SeedData};
 
 #[pyclass(frozen, module = "bizmsg._native")]
 pub(crate) struct SandboxServer {
@@ -39,9 +39,12 @@ impl SandboxServer {
         accounts_per_tenant: usize,
         numbers_per_account: (usize, usize),
         delay: f64,
+        enforce_limits: bool,
+        max_logged_requests: Option<usize>,
+        seed_data: Option<String>,
     ) -> PyResult<Self> {
         let config = || -> Result<SandboxConfig, Error> {
-            if tenants.is_empty() {
+            if tenants.is_empty() && seed_data.is_none() {
                 return Err(Error::validation(
                     "tenants",
                     "must name at least one tenant",
@@ -66,6 +69,15 @@ impl SandboxServer {
                 accounts_per_tenant,
                 numbers_per_account,
                 delay: seconds("delay", delay)?,
+                enforce_limits,
+                max_logged_requests,
+                fault_seed: seed,
+                data: match &seed_data {
+                    Some(text) => Some(
+                        SeedData::from_json(text).map_err(|e| Error::validation("seed_data", e))?,
+                    ),
+                    None => None,
+                },
             })
         };
         let config = config().map_err(|e| to_py(py, e))?;
@@ -123,10 +135,14 @@ impl SandboxServer {
         &self,
         py: Python<'_>,
         route: &str,
-        times: usize,
+        times: Option<usize>,
+        every: usize,
+        probability: f64,
         status: Option<u16>,
         headers: Vec<(String, String)>,
         body: Option<String>,
+        body_bytes: Option<usize>,
+        chunked: bool,
         delay: f64,
         cut_connection: bool,
     ) -> PyResult<()> {
@@ -134,40 +150,62 @@ impl SandboxServer {
             let route: Route = route
                 .parse()
                 .map_err(|e: String| Error::validation("route", e))?;
-            if times == 0 {
-                return Err(Error::validation("times", "must be 1 or more"));
+            if times == Some(0) {
+                return Err(Error::validation(
+                    "times",
+                    "must be 1 or more (or None: every matching request)",
+                ));
             }
-            if let Some(status) = status {
-                if !(200..=599).contains(&status) {
-                    return Err(Error::validation(
-                        "status",
-                        format!("{status} is not a final HTTP status (200 to 599)"),
-                    ));
-                }
-            }
-            Ok((
-                route,
-                Fault {
-                    times,
-                    status,
-                    headers,
-                    body,
-                    delay: seconds("delay", delay)?,
-                    cut_connection,
-                },
-            ))
+            let fault = Fault {
+                times,
+                every,
+                probability,
+                status,
+                headers,
+                body,
+                body_bytes,
+                chunked,
+                delay: seconds("delay", delay)?,
+                cut_connection,
+            };
+            fault
+                .check()
+                .map_err(|why| Error::validation("fault", why))?;
+            Ok((route, fault))
         };
         let (route, fault) = fault().map_err(|e| to_py(py, e))?;
         self.sandbox.inject(route, fault);
         Ok(())
     }
 
+    /// Queues the faults of a fault file's JSON text.
+    fn load_faults(&self, py: Python<'_>, text: &str) -> PyResult<()> {
+        let plan =
+            FaultPlan::from_json(text).map_err(|e| to_py(py, Error::validation("faults", e)))?;
+        self.sandbox.load_faults(plan);
+        Ok(())
+    }
+
+    /// Counts of what the sandbox answered since it started.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = self.sandbox.stats();
+        let dict = PyDict::new(py);
+        dict.set_item("requests", stats.requests)?;
+        dict.set_item("sends", stats.sends)?;
+        dict.set_item("accepted", stats.accepted)?;
+        dict.set_item("failed_commits", stats.failed_commits)?;
+        dict.set_item("replayed", stats.replayed)?;
+        dict.set_item("throttled", stats.throttled)?;
+        Ok(dict)
+    }
+
     fn clear_faults(&self) {
         self.sandbox.clear_faults();
     }
 
-    fn shutdown(&self) {
-        self.sandbox.shutdown();
+    /// Waits (GIL released: the server's last log lines may need it) until the port is closed.
+    fn shutdown(&self, py: Python<'_>) {
+        py.detach(|| self.sandbox.shutdown());
     }
 }
 

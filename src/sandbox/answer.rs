@@ -16,6 +16,8 @@ pub(crate) struct Answer {
     /// Replace the default header of the same name; repeats of a name are all sent.
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) idempotent_replay: bool,
+    /// Written without `Content-Length` (chunked), in pieces.
+    pub(crate) chunked: bool,
 }
 
 impl Answer {
@@ -25,6 +27,7 @@ impl Answer {
             body,
             headers: Vec::new(),
             idempotent_replay: false,
+            chunked: false,
         }
     }
 
@@ -50,7 +53,18 @@ impl Answer {
     }
 
     pub(crate) fn into_response(self, request_id: &str) -> Response {
-        let mut response = Response::new(Body::from(self.body));
+        let body = if self.chunked {
+            // A stream of pieces has no known length: hyper sends it chunked.
+            let pieces: Vec<Result<bytes::Bytes, std::convert::Infallible>> = self
+                .body
+                .chunks(64 * 1024)
+                .map(|piece| Ok(bytes::Bytes::copy_from_slice(piece)))
+                .collect();
+            Body::from_stream(futures::stream::iter(pieces))
+        } else {
+            Body::from(self.body)
+        };
+        let mut response = Response::new(body);
         *response.status_mut() = self.status;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// How to start a [`Sandbox`](super::Sandbox). Everything it generates is a pure function of
 /// `seed`, `tenants`, `accounts_per_tenant` and `numbers_per_account`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SandboxConfig {
     /// Only loopback addresses are accepted: the sandbox has well-known tokens.
     pub host: IpAddr,
@@ -21,6 +21,16 @@ pub struct SandboxConfig {
     pub numbers_per_account: (usize, usize),
     /// Added before every response.
     pub delay: Duration,
+    /// Act like the platform: sends over a number's throughput get `429` with `Retry-After`,
+    /// new recipients past an account's messaging tier get a failed commit (docs/sandbox.md).
+    pub enforce_limits: bool,
+    /// Keep at most this many requests in the log, dropping the oldest (`None`: all of them;
+    /// a long campaign against a standalone sandbox wants a bound).
+    pub max_logged_requests: Option<usize>,
+    /// Seeds the draws of faults with a `probability`.
+    pub fault_seed: u64,
+    /// Accounts and numbers to serve instead of generated ones (`--seed-data`).
+    pub data: Option<super::seed_data::SeedData>,
 }
 
 impl Default for SandboxConfig {
@@ -33,6 +43,10 @@ impl Default for SandboxConfig {
             accounts_per_tenant: 3,
             numbers_per_account: (2, 4),
             delay: Duration::ZERO,
+            enforce_limits: false,
+            max_logged_requests: None,
+            fault_seed: 0,
+            data: None,
         }
     }
 }
@@ -43,6 +57,14 @@ pub(crate) fn token_of(tenant: &str) -> String {
 }
 
 impl SandboxConfig {
+    /// The tenants served: from the seed data when given, else `tenants`.
+    pub(crate) fn tenant_names(&self) -> Vec<String> {
+        match &self.data {
+            Some(data) => data.tenants.iter().map(|(name, _)| name.clone()).collect(),
+            None => self.tenants.clone(),
+        }
+    }
+
     pub(crate) fn validate(&self) -> io::Result<()> {
         if !self.host.is_loopback() {
             return Err(invalid(format!(
@@ -50,11 +72,12 @@ impl SandboxConfig {
                 self.host
             )));
         }
-        if self.tenants.is_empty() {
+        let tenants = self.tenant_names();
+        if tenants.is_empty() {
             return Err(invalid("sandbox needs at least one tenant".to_owned()));
         }
         let mut seen = HashSet::new();
-        for tenant in &self.tenants {
+        for tenant in &tenants {
             // The token travels in an HTTP header, so the name must be plain visible ASCII.
             if tenant.is_empty() || !tenant.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(invalid(format!(

@@ -62,17 +62,28 @@ impl FromStr for Route {
     }
 }
 
-/// What the next `times` requests to a route suffer. See docs/sandbox.md for how the fields
-/// combine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What requests to a route suffer. See docs/sandbox.md for how the fields combine.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
-    pub times: usize,
+    /// How many requests it applies to; `None`: every one, for as long as it is queued.
+    pub times: Option<usize>,
+    /// Applies to every `every`-th matching request (1: each one).
+    pub every: usize,
+    /// Chance that a request it could apply to gets it (drawn from the sandbox's seeded
+    /// generator, so a seed replays the same faults).
+    pub probability: f64,
     /// Answer with this status without processing the request.
     pub status: Option<u16>,
     /// Added to the response the request receives (replacing a default of the same name).
     pub headers: Vec<(String, String)>,
     /// Body of the injected response; `{"code": "<status>", "msg": "injected fault"}` when unset.
     pub body: Option<String>,
+    /// Replace the answer's body with a JSON object of exactly this many bytes (an oversized
+    /// answer; the status stays the fault's or, if processed, the handler's).
+    pub body_bytes: Option<usize>,
+    /// Send the body without `Content-Length` (chunked), so its size is only seen while
+    /// reading it.
+    pub chunked: bool,
     /// Waited before responding; after processing when `status` is unset.
     pub delay: Duration,
     /// Drop the connection instead of writing the response (after processing when `status` is
@@ -83,47 +94,110 @@ pub struct Fault {
 impl Default for Fault {
     fn default() -> Self {
         Fault {
-            times: 1,
+            times: Some(1),
+            every: 1,
+            probability: 1.0,
             status: None,
             headers: Vec::new(),
             body: None,
+            body_bytes: None,
+            chunked: false,
             delay: Duration::ZERO,
             cut_connection: false,
         }
     }
 }
 
+impl Fault {
+    /// Refuses a fault that could never behave as written.
+    pub fn check(&self) -> Result<(), String> {
+        if self.every == 0 {
+            return Err("every must be 1 or more".to_owned());
+        }
+        if !(0.0..=1.0).contains(&self.probability) {
+            return Err(format!(
+                "probability must be from 0 to 1, got {}",
+                self.probability
+            ));
+        }
+        if let Some(status) = self.status {
+            if !(200..=599).contains(&status) {
+                return Err(format!(
+                    "status {status} is not a final HTTP status (200 to 599)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Queued {
+    route: Route,
+    fault: Fault,
+    /// Matching requests seen, for `every`.
+    seen: usize,
+}
+
 /// Faults waiting for requests, oldest first.
-#[derive(Debug, Default)]
 pub(crate) struct FaultQueue {
-    queue: Mutex<VecDeque<(Route, Fault)>>,
+    queue: Mutex<(VecDeque<Queued>, fastrand::Rng)>,
 }
 
 impl FaultQueue {
-    /// A fault with `times == 0` applies to no request, so it is not queued at all.
-    pub(crate) fn push(&self, route: Route, fault: Fault) {
-        if fault.times > 0 {
-            lock(&self.queue).push_back((route, fault));
+    pub(crate) fn new(seed: u64) -> Self {
+        FaultQueue {
+            queue: Mutex::new((VecDeque::new(), fastrand::Rng::with_seed(seed))),
         }
     }
 
-    /// The oldest fault matching `endpoint`, used up by one request.
+    /// A fault with `times == Some(0)` applies to no request, so it is not queued at all.
+    pub(crate) fn push(&self, route: Route, fault: Fault) {
+        if fault.times != Some(0) {
+            lock(&self.queue).0.push_back(Queued {
+                route,
+                fault,
+                seen: 0,
+            });
+        }
+    }
+
+    /// The oldest fault matching `endpoint` that fires for this request (its `every` and
+    /// `probability` allow it), used up by one request.
     pub(crate) fn take(&self, endpoint: Route) -> Option<Fault> {
-        let mut queue = lock(&self.queue);
-        let position = queue
-            .iter()
-            .position(|(route, _)| route.matches(endpoint))?;
-        let entry = queue.get_mut(position)?;
-        entry.1.times = entry.1.times.saturating_sub(1);
-        let fault = entry.1.clone();
-        if fault.times == 0 {
+        let mut guard = lock(&self.queue);
+        let (queue, rng) = &mut *guard;
+        let mut fired = None;
+        for (position, queued) in queue.iter_mut().enumerate() {
+            if !queued.route.matches(endpoint) {
+                continue;
+            }
+            queued.seen += 1;
+            let turn = queued.seen % queued.fault.every == 0;
+            // Drawn only on its turn, so `every` alone never consumes random numbers.
+            if turn && (queued.fault.probability >= 1.0 || rng.f64() < queued.fault.probability) {
+                fired = Some(position);
+                break;
+            }
+        }
+        let position = fired?;
+        let queued = queue.get_mut(position)?;
+        if let Some(times) = queued.fault.times.as_mut() {
+            *times = times.saturating_sub(1);
+        }
+        let fault = queued.fault.clone();
+        if fault.times == Some(0) {
             queue.remove(position);
         }
         Some(fault)
     }
 
     pub(crate) fn clear(&self) {
-        lock(&self.queue).clear();
+        lock(&self.queue).0.clear();
+    }
+
+    /// Restarts the draws of `probability` faults from `seed`.
+    pub(crate) fn reseed(&self, seed: u64) {
+        lock(&self.queue).1 = fastrand::Rng::with_seed(seed);
     }
 }
 
@@ -156,10 +230,10 @@ mod tests {
 
     #[test]
     fn queue_is_fifo_per_route_and_counts_down() {
-        let queue = FaultQueue::default();
+        let queue = FaultQueue::new(0);
         let fault = |status, times| Fault {
             status: Some(status),
-            times,
+            times: Some(times),
             ..Fault::default()
         };
         queue.push(Route::Send, fault(500, 2));
@@ -180,6 +254,69 @@ mod tests {
         assert_eq!(status(Route::Send), None);
     }
 
+    #[test]
+    fn every_probability_and_unlimited_times() {
+        let queue = FaultQueue::new(7);
+        queue.push(
+            Route::Send,
+            Fault {
+                status: Some(503),
+                times: None,
+                every: 3,
+                ..Fault::default()
+            },
+        );
+        let fired: Vec<bool> = (0..9).map(|_| queue.take(Route::Send).is_some()).collect();
+        assert_eq!(
+            fired,
+            [false, false, true, false, false, true, false, false, true]
+        );
+        queue.clear();
+        queue.push(
+            Route::Send,
+            Fault {
+                status: Some(500),
+                times: None,
+                probability: 0.25,
+                ..Fault::default()
+            },
+        );
+        let hits = (0..4000)
+            .filter(|_| queue.take(Route::Send).is_some())
+            .count();
+        assert!((800..1200).contains(&hits), "{hits}");
+        // The same seed replays the same draws.
+        let replay = |seed| {
+            let queue = FaultQueue::new(seed);
+            queue.push(
+                Route::Any,
+                Fault {
+                    status: Some(500),
+                    times: None,
+                    probability: 0.5,
+                    ..Fault::default()
+                },
+            );
+            (0..64)
+                .map(|_| queue.take(Route::Send).is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(replay(11), replay(11));
+        assert_ne!(replay(11), replay(12));
+        assert!(Fault {
+            every: 0,
+            ..Fault::default()
+        }
+        .check()
+        .is_err());
+        assert!(Fault {
+            probability: 1.5,
+            ..Fault::default()
+        }
+        .check()
+        .is_err());
+    }
+
     #[tokio::test]
     async fn status_fault_answers_without_processing() {
         let sandbox = start(SandboxConfig::default()).await;
@@ -187,7 +324,7 @@ mod tests {
         sandbox.inject(
             Route::Send,
             Fault {
-                times: 2,
+                times: Some(2),
                 status: Some(429),
                 headers: vec![("Retry-After".into(), "7".into())],
                 ..Fault::default()

@@ -1,5 +1,6 @@
 //! The request log: every request the sandbox received, in arrival order, with what it answered.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use axum::http::request::Parts;
@@ -83,22 +84,42 @@ pub(crate) struct Outcome<'a> {
 #[derive(Default)]
 struct Entries {
     next: u64,
-    // Sequence numbers let a finishing request find its record even after a clear.
-    records: Vec<(u64, RecordedRequest)>,
+    // Sequence numbers let a finishing request find its record even after a clear or after
+    // older records were dropped.
+    records: VecDeque<(u64, RecordedRequest)>,
 }
 
 #[derive(Default)]
 pub(crate) struct RequestLog {
     entries: Mutex<Entries>,
+    /// The most records kept (the oldest go first); `None`: all.
+    capacity: Option<usize>,
 }
 
 impl RequestLog {
+    pub(crate) fn new(capacity: Option<usize>) -> Self {
+        RequestLog {
+            entries: Mutex::default(),
+            capacity,
+        }
+    }
+
+    /// Whether requests are recorded at all (a capacity of 0 keeps none, and costs nothing).
+    pub(crate) fn records(&self) -> bool {
+        self.capacity != Some(0)
+    }
+
     /// Appends a request as received; the returned sequence number finishes it later.
     pub(crate) fn begin(&self, record: RecordedRequest) -> u64 {
         let mut entries = lock(&self.entries);
         let sequence = entries.next;
         entries.next += 1;
-        entries.records.push((sequence, record));
+        if let Some(capacity) = self.capacity {
+            while entries.records.len() >= capacity.max(1) {
+                entries.records.pop_front();
+            }
+        }
+        entries.records.push_back((sequence, record));
         sequence
     }
 
@@ -159,6 +180,17 @@ mod tests {
             .unwrap()
             .into_parts();
         RecordedRequest::received(&parts, b"{\"a\":1}", "req_1".into())
+    }
+
+    #[test]
+    fn a_bounded_log_keeps_the_newest_records() {
+        let log = RequestLog::new(Some(2));
+        for path in ["/a", "/b", "/c"] {
+            log.begin(record(path));
+        }
+        let paths: Vec<String> = log.all().into_iter().map(|r| r.path).collect();
+        assert_eq!(paths, ["/b", "/c"]);
+        assert!(!RequestLog::new(Some(0)).records());
     }
 
     #[test]

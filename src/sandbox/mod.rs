@@ -6,20 +6,39 @@
 mod answer;
 mod auth;
 mod config;
+mod fault_file;
 mod faults;
+mod limits;
 mod log;
 mod paging;
 mod routes;
 mod seed;
+mod seed_data;
 mod send;
 mod server;
 mod state;
 mod store;
 
 pub use config::SandboxConfig;
+pub use fault_file::FaultPlan;
 pub use faults::{Fault, Route};
 pub use log::RecordedRequest;
+pub use seed_data::SeedData;
 pub use server::Sandbox;
+
+/// What a sandbox answered since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SandboxStats {
+    pub requests: u64,
+    pub sends: u64,
+    /// Sends committed: a message went out.
+    pub accepted: u64,
+    pub failed_commits: u64,
+    /// Sends answered from the Idempotency-Key cache (no new message).
+    pub replayed: u64,
+    /// Sends refused over a number's throughput (`enforce_limits`).
+    pub throttled: u64,
+}
 
 /// A sandbox and an HTTP client speaking to it over loopback, shared by the tests of every file.
 #[cfg(test)]

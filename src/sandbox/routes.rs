@@ -116,9 +116,15 @@ async fn process(shared: Arc<Shared>, target: Target, request: Request) -> Reply
         Ok(body) => (body, None),
         Err(_) => (Bytes::new(), Some(unreadable_body())),
     };
-    let sequence = shared
-        .log
-        .begin(RecordedRequest::received(&parts, &body, request_id.clone()));
+    shared.stats.count(&shared.stats.requests);
+    if matches!(target, Target::Endpoint(Route::Send)) {
+        shared.stats.count(&shared.stats.sends);
+    }
+    let sequence = shared.log.records().then(|| {
+        shared
+            .log
+            .begin(RecordedRequest::received(&parts, &body, request_id.clone()))
+    });
 
     // Auth comes before faults, so an unauthenticated request never uses up a fault.
     let admitted = match (unreadable, target) {
@@ -155,16 +161,22 @@ async fn process(shared: Arc<Shared>, target: Target, request: Request) -> Reply
     };
     if let Some(fault) = &fault {
         add_fault_headers(&mut answer, fault);
+        if let Some(size) = fault.body_bytes {
+            answer.body = padded_body(size);
+        }
+        answer.chunked = fault.chunked;
     }
-    shared.log.finish(
-        sequence,
-        Outcome {
-            tenant,
-            status: answer.status.as_u16(),
-            response_body: &answer.body,
-            idempotent_replay: answer.idempotent_replay,
-        },
-    );
+    if let Some(sequence) = sequence {
+        shared.log.finish(
+            sequence,
+            Outcome {
+                tenant,
+                status: answer.status.as_u16(),
+                response_body: &answer.body,
+                idempotent_replay: answer.idempotent_replay,
+            },
+        );
+    }
     ::log::debug!(
         "sandbox: {} {} -> {} ({request_id})",
         parts.method,
@@ -195,7 +207,7 @@ fn handle(shared: &Shared, route: Route, tenant: usize, parts: &Parts, body: &[u
         answer.unwrap_or_else(|msg| Answer::error(StatusCode::BAD_REQUEST, msg))
     };
     match route {
-        Route::Send => send::send(&shared.store, tenant, &parts.headers, body),
+        Route::Send => send::send(shared, tenant, &parts.headers, body),
         Route::BusinessAccounts => {
             page_answer(page().map(|page| Answer::json(StatusCode::OK, &data.accounts_page(page))))
         }
@@ -258,6 +270,20 @@ fn injected(status: u16, body: Option<&str>) -> Answer {
             &json!({"code": code.as_str(), "msg": "injected fault"}),
         ),
     }
+}
+
+/// A JSON object of exactly `size` bytes (`{"pad":"xxx..."}`; shorter sizes get a prefix of it),
+/// for answers larger than a client accepts.
+fn padded_body(size: usize) -> Vec<u8> {
+    const FRAME: &[u8] = b"{\"pad\":\"\"}";
+    if size < FRAME.len() {
+        return FRAME.get(..size).unwrap_or_default().to_vec();
+    }
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(b"{\"pad\":\"");
+    body.resize(size - 2, b'x');
+    body.extend_from_slice(b"\"}");
+    body
 }
 
 fn add_fault_headers(answer: &mut Answer, fault: &Fault) {

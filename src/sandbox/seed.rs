@@ -2,7 +2,7 @@
 //! the tenant names and the counts. Realistic enough that clients meet the awkward cases
 //! (several UTC offsets, non-CONNECTED numbers, mixed tiers) on every run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use fastrand::Rng;
 
@@ -257,18 +257,20 @@ fn generate_tenant(
         accounts.push(Account {
             biz_account_id: biz_account_id.clone(),
             name: name.clone(),
-            status,
+            status: status.into(),
             business_verification_status: if first {
                 "verified"
             } else {
                 pick(rng, VERIFICATION)
-            },
+            }
+            .into(),
             account_review_status: if status == "PENDING" {
                 "PENDING"
             } else {
                 "APPROVED"
-            },
-            chat_business_manager_messaging_limit: pick(rng, ACCOUNT_TIERS),
+            }
+            .into(),
+            chat_business_manager_messaging_limit: pick(rng, ACCOUNT_TIERS).into(),
             create_time,
             update_time,
             numbers: Vec::new(),
@@ -294,14 +296,15 @@ fn generate_tenant(
                 phone_number_id: id(rng, ids),
                 display_phone_number: display,
                 verified_name: name.clone(),
-                status,
-                quality_rating: pick(rng, QUALITY),
+                status: status.into(),
+                quality_rating: pick(rng, QUALITY).into(),
                 code_verification_status: match status {
                     "PENDING" => "NOT_VERIFIED",
                     _ => pick(rng, CODE_VERIFICATION),
-                },
-                throughput: "STANDARD",
-                messaging_limit_tier: pick(rng, TIERS),
+                }
+                .into(),
+                throughput: "STANDARD".into(),
+                messaging_limit_tier: pick(rng, TIERS).into(),
                 create_time,
                 update_time,
                 digits,
@@ -310,28 +313,7 @@ fn generate_tenant(
         }
     }
 
-    let order = |number: &PhoneNumber| (number.create_time.millis, number.phone_number_id.clone());
-    numbers.sort_by_cached_key(|(_, number)| order(number));
-    let mut by_digits = HashMap::with_capacity(numbers.len());
-    let numbers: Vec<PhoneNumber> = numbers
-        .into_iter()
-        .enumerate()
-        .map(|(position, (account, number))| {
-            if let Some(account) = accounts.get_mut(account) {
-                account.numbers.push(position);
-            }
-            by_digits.insert(number.digits, position);
-            number
-        })
-        .collect();
-    accounts.sort_by(|a, b| {
-        (a.create_time.millis, &a.biz_account_id).cmp(&(b.create_time.millis, &b.biz_account_id))
-    });
-    TenantData {
-        accounts,
-        numbers,
-        by_digits,
-    }
+    TenantData::assemble(accounts, numbers)
 }
 
 #[cfg(test)]
@@ -408,7 +390,7 @@ mod tests {
                 assert_eq!(tenant.by_digits[&number.digits], position);
                 assert!(number.update_time.millis >= number.create_time.millis);
                 offsets.insert(number.create_time.offset_minutes);
-                statuses.insert(number.status);
+                statuses.insert(number.status.clone());
             }
         }
         assert!(offsets.len() >= 3, "{offsets:?}");

@@ -1,13 +1,17 @@
 //! `POST /v1/chat/messages/send`: body checks, business validation (failed commits answered as
 //! HTTP 200 send results), Idempotency-Key replay, and the commit itself.
 
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::answer::Answer;
-use super::store::{Remembered, Store, TenantData};
+use xxhash_rust::xxh3::Xxh3;
+
+use super::limits::Limits;
+use super::state::Shared;
+use super::store::{Remembered, TenantData};
 
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
@@ -27,7 +31,8 @@ struct SendResult {
 /// A business validation failure: its documented code and the explanation.
 type Failure = (&'static str, String);
 
-pub(crate) fn send(store: &Store, tenant: usize, headers: &HeaderMap, body: &[u8]) -> Answer {
+pub(crate) fn send(shared: &Shared, tenant: usize, headers: &HeaderMap, body: &[u8]) -> Answer {
+    let store = &shared.store;
     if let Err(refusal) = check_content_type(headers) {
         return refusal;
     }
@@ -62,10 +67,11 @@ pub(crate) fn send(store: &Store, tenant: usize, headers: &HeaderMap, body: &[u8
 
     let mut ledger = store.ledger();
     let body = Value::Object(request);
+    // Compared as JSON values: key order and whitespace do not matter.
+    let fingerprint = canonical_fingerprint(&body);
     if let Some(key) = key {
         if let Some(remembered) = ledger.remembered(tenant, key) {
-            // serde_json compares objects as maps, so key order and whitespace do not matter.
-            if remembered.body != body {
+            if remembered.body != fingerprint {
                 return Answer::error(
                     StatusCode::CONFLICT,
                     format!(
@@ -74,16 +80,29 @@ pub(crate) fn send(store: &Store, tenant: usize, headers: &HeaderMap, body: &[u8
                     ),
                 );
             }
-            let mut answer = Answer::json(StatusCode::OK, &remembered.response).with_header(
+            let mut answer = Answer::raw(StatusCode::OK, remembered.response.to_vec()).with_header(
                 HeaderName::from_static("idempotent-replayed"),
                 HeaderValue::from_static("true"),
             );
             answer.idempotent_replay = true;
+            shared.stats.count(&shared.stats.replayed);
             return answer;
         }
     }
 
-    let result = match validate(data, &body) {
+    let checked = validate(data, &body).and_then(|()| match &shared.limits {
+        Some(limits) => enforce(limits, tenant, data, &body),
+        None => Ok(()),
+    });
+    let checked = match checked {
+        Err(Refusal::Throttled(answer)) => {
+            shared.stats.count(&shared.stats.throttled);
+            return answer;
+        }
+        Err(Refusal::Failed(code, msg)) => Err((code, msg)),
+        Ok(()) => Ok(()),
+    };
+    let result = match checked {
         Ok(()) => SendResult {
             sms_id: Some(ledger.next_sms_id()),
             status: "ACCEPTED",
@@ -97,7 +116,7 @@ pub(crate) fn send(store: &Store, tenant: usize, headers: &HeaderMap, body: &[u8
             msg,
         },
     };
-    let response = match serde_json::to_value(&result) {
+    let response = match serde_json::to_vec(&result) {
         Ok(response) => response,
         Err(error) => {
             return Answer::error(
@@ -106,11 +125,132 @@ pub(crate) fn send(store: &Store, tenant: usize, headers: &HeaderMap, body: &[u8
             )
         }
     };
-    let answer = Answer::json(StatusCode::OK, &response);
+    shared.stats.count(if result.sms_id.is_some() {
+        &shared.stats.accepted
+    } else {
+        &shared.stats.failed_commits
+    });
     if let Some(key) = key {
-        ledger.remember(tenant, key, Remembered { body, response });
+        ledger.remember(
+            tenant,
+            key,
+            Remembered {
+                body: fingerprint,
+                response: response.clone().into(),
+            },
+        );
     }
-    answer
+    Answer::raw(StatusCode::OK, response)
+}
+
+/// Why a valid message is not committed when the platform's limits are enforced.
+enum Refusal {
+    /// Over its number's throughput: refused before processing.
+    Throttled(Answer),
+    /// A failed commit.
+    Failed(&'static str, String),
+}
+
+impl From<Failure> for Refusal {
+    fn from((code, msg): Failure) -> Self {
+        Refusal::Failed(code, msg)
+    }
+}
+
+/// The platform's limits (see `limits.rs`), for a message that passed validation.
+fn enforce(limits: &Limits, tenant: usize, data: &TenantData, body: &Value) -> Result<(), Refusal> {
+    let digits = |name: &str| {
+        body.get(name)
+            .and_then(Value::as_str)
+            .and_then(|text| text.parse::<u64>().ok())
+    };
+    let (Some(from), Some(to)) = (digits("from"), digits("to")) else {
+        return Ok(());
+    };
+    let Some(number) = data.number_by_digits(from) else {
+        return Ok(());
+    };
+    if let Err(wait) = limits.throughput(number) {
+        let retry_after = super::limits::retry_after(wait);
+        let answer = Answer::json(
+            StatusCode::TOO_MANY_REQUESTS,
+            &serde_json::json!({
+                "code": "130429",
+                "msg": format!(
+                    "throughput exceeded: from {} may send {} messages per second ({}); retry \
+                     after {retry_after} s",
+                    quote(&from.to_string()),
+                    if number.throughput.eq_ignore_ascii_case("HIGH") { 1000 } else { 80 },
+                    number.throughput
+                ),
+            }),
+        )
+        .with_header(
+            RETRY_AFTER,
+            HeaderValue::from_str(&retry_after).unwrap_or(HeaderValue::from_static("1")),
+        );
+        return Err(Refusal::Throttled(answer));
+    }
+    let Some(account) = data.account_by_id(&number.biz_account_id) else {
+        return Ok(());
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    limits
+        .admit_recipient(tenant, account, to, now)
+        .map_err(|(limit, tier)| {
+            Refusal::Failed(
+                "1007",
+                format!(
+                    "messaging limit reached: account {} ({tier}) may reach {limit} unique \
+                     recipients in a rolling 24 h; {} would be a new one",
+                    account.biz_account_id,
+                    quote(&to.to_string())
+                ),
+            )
+        })
+}
+
+/// A 128-bit fingerprint of a JSON value that ignores object key order (the sandbox keeps it
+/// instead of the whole body of every Idempotency-Key it remembers).
+fn canonical_fingerprint(value: &Value) -> u128 {
+    fn feed(hasher: &mut Xxh3, value: &Value) {
+        match value {
+            Value::Null => hasher.update(b"n"),
+            Value::Bool(flag) => hasher.update(if *flag { b"t" } else { b"f" }),
+            Value::Number(number) => {
+                hasher.update(b"#");
+                hasher.update(number.to_string().as_bytes());
+            }
+            Value::String(text) => {
+                hasher.update(b"s");
+                hasher.update(&(text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+            }
+            Value::Array(items) => {
+                hasher.update(b"[");
+                hasher.update(&(items.len() as u64).to_le_bytes());
+                for item in items {
+                    feed(hasher, item);
+                }
+            }
+            Value::Object(map) => {
+                hasher.update(b"{");
+                hasher.update(&(map.len() as u64).to_le_bytes());
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (key, item) in entries {
+                    hasher.update(&(key.len() as u64).to_le_bytes());
+                    hasher.update(key.as_bytes());
+                    feed(hasher, item);
+                }
+            }
+        }
+    }
+    let mut hasher = Xxh3::new();
+    feed(&mut hasher, value);
+    hasher.digest128()
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), Answer> {
@@ -148,7 +288,11 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
 }
 
 /// Checks in the documented order: type, template, from, to. The first failure wins.
-fn validate(data: &TenantData, body: &Value) -> Result<(), Failure> {
+fn validate(data: &TenantData, body: &Value) -> Result<(), Refusal> {
+    validate_fields(data, body).map_err(Refusal::from)
+}
+
+fn validate_fields(data: &TenantData, body: &Value) -> Result<(), Failure> {
     let field = |name: &str| body.get(name);
     check_type(field("type"))?;
     check_template(field("template"))?;

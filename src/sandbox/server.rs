@@ -47,6 +47,8 @@ pub struct Sandbox {
     shared: Arc<Shared>,
     addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// Disconnected by the accept loop once its listener is closed.
+    listening: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 impl Sandbox {
@@ -62,9 +64,20 @@ impl Sandbox {
         let listener = TcpListener::bind(bind_to).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(accept_loop(listener, router(shared.clone()), stopped));
+        let (closed, listening) = std::sync::mpsc::channel();
+        tokio::spawn(accept_loop(
+            listener,
+            router(shared.clone()),
+            stopped,
+            closed,
+        ));
         ::log::info!("sandbox listening on http://{addr}");
-        Ok(Sandbox { shared, addr, stop })
+        Ok(Sandbox {
+            shared,
+            addr,
+            stop,
+            listening: std::sync::Mutex::new(Some(listening)),
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -109,6 +122,11 @@ impl Sandbox {
         self.shared.set_delay(delay);
     }
 
+    /// Counts of what the sandbox answered since it started.
+    pub fn stats(&self) -> super::SandboxStats {
+        self.shared.stats.snapshot()
+    }
+
     /// Queues a fault; faults apply in the order they were injected.
     pub fn inject(&self, route: Route, fault: Fault) {
         self.shared.faults.push(route, fault);
@@ -118,9 +136,34 @@ impl Sandbox {
         self.shared.faults.clear();
     }
 
-    /// Stops accepting and drops every open connection. Idempotent.
+    /// Queues the faults of a fault file (after those already queued); its `seed`, if any,
+    /// restarts the draws of `probability` faults.
+    pub fn load_faults(&self, plan: super::FaultPlan) {
+        if let Some(seed) = plan.seed {
+            self.shared.faults.reseed(seed);
+        }
+        for (route, fault) in plan.faults {
+            self.shared.faults.push(route, fault);
+        }
+    }
+
+    /// Stops accepting and drops every open connection. Idempotent. Called outside an async
+    /// runtime, it returns once the port is closed (a connection attempt is then refused
+    /// rather than accepted and reset); inside one it cannot wait for the server's task.
     pub fn shutdown(&self) {
         self.stop.send_replace(true);
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return;
+        }
+        let listening = self
+            .listening
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(listening) = listening {
+            // Disconnected (an error) once the loop dropped the listener.
+            let _ = listening.recv_timeout(Duration::from_secs(5));
+        }
     }
 }
 
@@ -141,7 +184,12 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+    closed: std::sync::mpsc::Sender<()>,
+) {
     let mut accepted_so_far = 0u64;
     loop {
         tokio::select! {
@@ -160,6 +208,8 @@ async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Rec
             },
         }
     }
+    drop(listener);
+    drop(closed);
     ::log::info!("sandbox stopped");
 }
 

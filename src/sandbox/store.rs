@@ -7,7 +7,6 @@ use std::sync::{Mutex, MutexGuard};
 use chrono::{DateTime, FixedOffset};
 use serde::ser::{Error as _, SerializeStruct};
 use serde::{Serialize, Serializer};
-use serde_json::Value;
 
 use super::paging::{Envelope, PageRequest};
 use super::state::lock;
@@ -37,6 +36,9 @@ impl Serialize for Timestamp {
     }
 }
 
+/// Text of the seeded data: the generator's constants borrowed, loaded data owned.
+pub(crate) type Text = std::borrow::Cow<'static, str>;
+
 /// A business phone number, fields named and ordered as in spec section 2.3.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,11 +47,11 @@ pub(crate) struct PhoneNumber {
     pub(crate) phone_number_id: String,
     pub(crate) display_phone_number: String,
     pub(crate) verified_name: String,
-    pub(crate) status: &'static str,
-    pub(crate) quality_rating: &'static str,
-    pub(crate) code_verification_status: &'static str,
-    pub(crate) throughput: &'static str,
-    pub(crate) messaging_limit_tier: &'static str,
+    pub(crate) status: Text,
+    pub(crate) quality_rating: Text,
+    pub(crate) code_verification_status: Text,
+    pub(crate) throughput: Text,
+    pub(crate) messaging_limit_tier: Text,
     pub(crate) create_time: Timestamp,
     pub(crate) update_time: Timestamp,
     /// Country code and national number, the form `from` is given in.
@@ -63,10 +65,10 @@ pub(crate) struct PhoneNumber {
 pub(crate) struct Account {
     pub(crate) biz_account_id: String,
     pub(crate) name: String,
-    pub(crate) status: &'static str,
-    pub(crate) business_verification_status: &'static str,
-    pub(crate) account_review_status: &'static str,
-    pub(crate) chat_business_manager_messaging_limit: &'static str,
+    pub(crate) status: Text,
+    pub(crate) business_verification_status: Text,
+    pub(crate) account_review_status: Text,
+    pub(crate) chat_business_manager_messaging_limit: Text,
     pub(crate) create_time: Timestamp,
     pub(crate) update_time: Timestamp,
     pub(crate) numbers: Vec<usize>,
@@ -78,6 +80,7 @@ pub(crate) struct TenantData {
     pub(crate) accounts: Vec<Account>,
     pub(crate) numbers: Vec<PhoneNumber>,
     pub(crate) by_digits: HashMap<u64, usize>,
+    pub(crate) by_account_id: HashMap<String, usize>,
 }
 
 struct AccountView<'a> {
@@ -105,12 +108,15 @@ impl Serialize for AccountView<'_> {
         let mut out = serializer.serialize_struct("BusinessAccount", 9)?;
         out.serialize_field("bizAccountId", &a.biz_account_id)?;
         out.serialize_field("name", &a.name)?;
-        out.serialize_field("status", a.status)?;
-        out.serialize_field("businessVerificationStatus", a.business_verification_status)?;
-        out.serialize_field("accountReviewStatus", a.account_review_status)?;
+        out.serialize_field("status", &a.status)?;
+        out.serialize_field(
+            "businessVerificationStatus",
+            &a.business_verification_status,
+        )?;
+        out.serialize_field("accountReviewStatus", &a.account_review_status)?;
         out.serialize_field(
             "chatBusinessManagerMessagingLimit",
-            a.chat_business_manager_messaging_limit,
+            &a.chat_business_manager_messaging_limit,
         )?;
         out.serialize_field("businessPhoneNumbers", &NumbersOf(self))?;
         out.serialize_field("createTime", &a.create_time)?;
@@ -120,6 +126,45 @@ impl Serialize for AccountView<'_> {
 }
 
 impl TenantData {
+    /// A tenant's data from its accounts and its numbers (each with the position of its
+    /// account in `accounts`): both lists sorted by createTime then id, as the listings serve
+    /// them, and numbers indexed by their digits.
+    pub(crate) fn assemble(
+        mut accounts: Vec<Account>,
+        mut numbers: Vec<(usize, PhoneNumber)>,
+    ) -> TenantData {
+        let order =
+            |number: &PhoneNumber| (number.create_time.millis, number.phone_number_id.clone());
+        numbers.sort_by_cached_key(|(_, number)| order(number));
+        let mut by_digits = HashMap::with_capacity(numbers.len());
+        let numbers: Vec<PhoneNumber> = numbers
+            .into_iter()
+            .enumerate()
+            .map(|(position, (account, number))| {
+                if let Some(account) = accounts.get_mut(account) {
+                    account.numbers.push(position);
+                }
+                by_digits.insert(number.digits, position);
+                number
+            })
+            .collect();
+        accounts.sort_by(|a, b| {
+            (a.create_time.millis, &a.biz_account_id)
+                .cmp(&(b.create_time.millis, &b.biz_account_id))
+        });
+        let by_account_id = accounts
+            .iter()
+            .enumerate()
+            .map(|(position, account)| (account.biz_account_id.clone(), position))
+            .collect();
+        TenantData {
+            accounts,
+            numbers,
+            by_digits,
+            by_account_id,
+        }
+    }
+
     pub(crate) fn accounts_page(&self, page: PageRequest) -> Envelope<impl Serialize + '_> {
         let data = page
             .window(&self.accounts)
@@ -137,6 +182,12 @@ impl TenantData {
         page.envelope(data, self.numbers.len())
     }
 
+    pub(crate) fn account_by_id(&self, id: &str) -> Option<&Account> {
+        self.by_account_id
+            .get(id)
+            .and_then(|position| self.accounts.get(*position))
+    }
+
     pub(crate) fn number_by_digits(&self, digits: u64) -> Option<&PhoneNumber> {
         self.by_digits
             .get(&digits)
@@ -144,10 +195,11 @@ impl TenantData {
     }
 }
 
-/// What a send with an Idempotency-Key committed, replayed when the same key comes again.
+/// What a send with an Idempotency-Key committed, replayed when the same key comes again:
+/// the body's canonical fingerprint (a repeat with another body is a conflict) and the answer.
 pub(crate) struct Remembered {
-    pub(crate) body: Value,
-    pub(crate) response: Value,
+    pub(crate) body: u128,
+    pub(crate) response: bytes::Bytes,
 }
 
 pub(crate) struct Ledger {

@@ -1,0 +1,1026 @@
+//! The bulk sender: one task that keeps up to `concurrency` sends in flight.
+//!
+//! The caller (a binding) and the engine talk through two channels. The engine asks for input
+//! (`Event::NeedInput`) when its queue runs low, and the caller feeds it a chunk it pulled from
+//! its iterable; the engine hands back outcomes in batches (`Event::Outcomes`). So the caller
+//! works once per chunk and once per batch, never per message, and the input is never read
+//! further ahead than the queue needs (a generator of a million messages is never
+//! materialized).
+//!
+//! Every send goes through the client's one attempt loop (`client/execute.rs`), so the
+//! duplicate-send rules of a single send hold for each message: one idempotency key per message
+//! reused by its own retries, retries only when provably unsent, `unknown` for ambiguous
+//! failures. What the engine adds: the batch-wide pause on `Retry-After` (a shared gate),
+//! pacing, duplicate detection, the platform's codes (pause, retry later, stop), the journal,
+//! and stopping (an error with `stop_on_error`, Ctrl-C, a cancelled task).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use tokio::sync::{mpsc, watch};
+
+use super::journal::{Journal, Row, State};
+use super::keys::{retry_key, KeySource};
+use super::message::{Fingerprint, Input, Prepared};
+use super::outcome::{Outcome, Status};
+use super::pacing::{Limiter, Pacer};
+use super::platform::{advice, Advice};
+use super::senders::{verdict, Directory, Verdict};
+use crate::client::{CallOptions, Client, Gate};
+use crate::error::{Error, Result, UnknownOutcome};
+use crate::wire::SendResult;
+
+/// Items asked for at a time.
+const CHUNK: usize = 512;
+/// Outcomes handed back at a time, at most; a partial batch goes after `FLUSH_EVERY`.
+const BATCH: usize = 256;
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Outcomes the caller has not taken yet, past which no new message is dispatched (messages in
+/// flight still finish): a slow `on_result` slows the campaign instead of filling memory.
+const MAX_UNDELIVERED: usize = 65_536;
+/// Messages marked `dispatched` in the journal per transaction, ahead of dispatch.
+const MARK_AHEAD: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub concurrency: usize,
+    pub rate_limit: Option<f64>,
+    /// Look up every sender (status, quality, throughput, account tier) and pace each one.
+    pub pace_auto: bool,
+    pub stop_on_error: bool,
+    pub dedupe: bool,
+    pub journal: Option<PathBuf>,
+    pub campaign_id: Option<String>,
+    /// Re-send messages left in doubt by an earlier run (same key) instead of listing them.
+    pub resend_unknown: bool,
+    /// `timeout` and `max_retries` of each message.
+    pub call: CallOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            concurrency: 64,
+            rate_limit: None,
+            pace_auto: false,
+            stop_on_error: false,
+            dedupe: true,
+            journal: None,
+            campaign_id: None,
+            resend_unknown: false,
+            call: CallOptions::default(),
+        }
+    }
+}
+
+impl Options {
+    fn check(&self) -> Result<()> {
+        if !(1..=10_000).contains(&self.concurrency) {
+            return Err(Error::validation(
+                "concurrency",
+                format!("must be from 1 to 10000, got {}", self.concurrency),
+            ));
+        }
+        if let Some(rate) = self.rate_limit {
+            Limiter::new(rate)?;
+        }
+        if let Some(id) = &self.campaign_id {
+            if id.trim().is_empty() {
+                return Err(Error::validation("campaign_id", "must not be empty"));
+            }
+        }
+        if self.call.idempotency_key.is_some() {
+            return Err(Error::validation(
+                "idempotency_key",
+                "a campaign gives each message its own key; set idempotency_key on the message",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Something a caller should know about the campaign: logged, and kept on the result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warning {
+    /// `tier`, `tier_near`, `quality`, `unpaced`.
+    pub kind: &'static str,
+    pub message: String,
+    pub account_id: Option<String>,
+    pub sender: Option<String>,
+}
+
+/// Why a campaign stopped before its input ended.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    /// The message that stopped it (none for Ctrl-C or cancellation).
+    pub index: Option<u64>,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub campaign_id: Option<String>,
+    pub stopped: Option<Stop>,
+    /// A failure of the campaign itself (its journal, the sender lookup): raised by the caller.
+    pub error: Option<Error>,
+}
+
+pub enum Event<P> {
+    /// Feed up to this many items (or end the input).
+    NeedInput(usize),
+    Outcomes(Vec<Outcome<P>>),
+    Warning(Warning),
+    Done(Summary),
+}
+
+enum Feed<P> {
+    Items(Vec<Input<P>>),
+    End,
+}
+
+/// What the caller asked: 0 run, 1 stop taking messages (in-flight ones finish), 2 stop now
+/// (in-flight ones are abandoned and reported unknown).
+const RUN: u8 = 0;
+const STOP: u8 = 1;
+const ABANDON: u8 = 2;
+
+struct Control {
+    state: watch::Sender<u8>,
+    undelivered: AtomicUsize,
+}
+
+/// A running campaign, from the caller's side.
+pub struct Campaign<P> {
+    input: mpsc::UnboundedSender<Feed<P>>,
+    events: mpsc::UnboundedReceiver<Event<P>>,
+    control: Arc<Control>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl<P: Send + 'static> Campaign<P> {
+    /// Starts the campaign on `runtime`. The first event asks for input.
+    pub fn start(
+        client: Client,
+        options: Options,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Self> {
+        options.check()?;
+        let (input, input_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let control = Arc::new(Control {
+            state: watch::channel(RUN).0,
+            undelivered: AtomicUsize::new(0),
+        });
+        let task = runtime.spawn(run(
+            client,
+            options,
+            input_rx,
+            events_tx,
+            Arc::clone(&control),
+        ));
+        Ok(Campaign {
+            input,
+            events,
+            control,
+            task: Some(task),
+        })
+    }
+
+    /// Hands the engine items it asked for.
+    pub fn feed(&self, items: Vec<Input<P>>) {
+        let _ = self.input.send(Feed::Items(items));
+    }
+
+    /// Tells the engine the input has ended.
+    pub fn end_input(&self) {
+        let _ = self.input.send(Feed::End);
+    }
+
+    /// The next event; `None` after `Done`.
+    pub async fn next_event(&mut self) -> Option<Event<P>> {
+        let event = self.events.recv().await;
+        if let Some(Event::Outcomes(outcomes)) = &event {
+            self.control
+                .undelivered
+                .fetch_sub(outcomes.len(), Ordering::AcqRel);
+        }
+        event
+    }
+
+    /// Stops taking new messages; with `abandon`, also stops waiting for those in flight.
+    pub fn stop(&self, abandon: bool) {
+        let wanted = if abandon { ABANDON } else { STOP };
+        self.control.state.send_if_modified(|state| {
+            let raise = *state < wanted;
+            if raise {
+                *state = wanted;
+            }
+            raise
+        });
+    }
+}
+
+impl<P> Drop for Campaign<P> {
+    fn drop(&mut self) {
+        // Nobody will read its outcomes: the engine stops at once (in-flight sends are
+        // abandoned, the journal keeps them as in doubt).
+        self.control.state.send_replace(ABANDON);
+        if let Some(task) = self.task.take() {
+            drop(task);
+        }
+    }
+}
+
+/// A message ready to go: checked, keyed, marked in the journal if there is one.
+struct Ready<P> {
+    index: u64,
+    payload: P,
+    prepared: Prepared,
+    key: String,
+    limiter: Option<Arc<Limiter>>,
+}
+
+/// A finished send and, when the platform asked for it, why the campaign must stop.
+struct Finished<P> {
+    outcome: Outcome<P>,
+    stop: Option<String>,
+}
+
+struct Engine<P> {
+    client: Client,
+    options: Options,
+    events: mpsc::UnboundedSender<Event<P>>,
+    control: Arc<Control>,
+    stop_signal: watch::Receiver<u8>,
+    gate: Arc<Gate>,
+    pacer: Pacer,
+    keys: KeySource,
+    journal: Option<Arc<Journal>>,
+    campaign_id: Option<String>,
+    directory: Option<Directory>,
+    verdicts: HashMap<String, Verdict>,
+    recipients: HashMap<String, Recipients>,
+    seen: HashMap<Fingerprint, u64>,
+    ready: VecDeque<Ready<P>>,
+    /// How many messages at the front of `ready` are marked in the journal.
+    marked: usize,
+    inflight: FuturesUnordered<BoxFuture<'static, Finished<P>>>,
+    buffer: Vec<Outcome<P>>,
+    stopped: Option<Stop>,
+}
+
+/// Unique recipients of one account in this campaign, against its tier.
+struct Recipients {
+    limit: u64,
+    seen: std::collections::HashSet<u64>,
+    warned_near: bool,
+    warned_over: bool,
+}
+
+async fn run<P: Send + 'static>(
+    client: Client,
+    options: Options,
+    mut input: mpsc::UnboundedReceiver<Feed<P>>,
+    events: mpsc::UnboundedSender<Event<P>>,
+    control: Arc<Control>,
+) {
+    let mut engine = match Engine::new(client, options, events.clone(), Arc::clone(&control)).await
+    {
+        Ok(engine) => engine,
+        Err(error) => {
+            let _ = events.send(Event::Done(Summary {
+                error: Some(error),
+                ..Summary::default()
+            }));
+            return;
+        }
+    };
+    let error = engine.drive(&mut input).await.err();
+    let summary = Summary {
+        campaign_id: engine.campaign_id.clone(),
+        stopped: engine.stopped.take(),
+        error,
+    };
+    if let Some(journal) = engine.journal.take() {
+        // The last outcomes are committed before the caller hears the campaign is done.
+        let flushed = journal.flush().await;
+        if let (Err(failure), Some(events)) = (flushed, Some(&engine.events)) {
+            let _ = events.send(Event::Done(Summary {
+                error: Some(failure),
+                ..summary
+            }));
+            return;
+        }
+    }
+    let _ = engine.events.send(Event::Done(summary));
+}
+
+impl<P: Send + 'static> Engine<P> {
+    async fn new(
+        client: Client,
+        mut options: Options,
+        events: mpsc::UnboundedSender<Event<P>>,
+        control: Arc<Control>,
+    ) -> Result<Self> {
+        let journal = match &options.journal {
+            Some(path) => {
+                let path = path.clone();
+                let id = options.campaign_id.clone();
+                let opened =
+                    tokio::task::spawn_blocking(move || Journal::open(&path, id.as_deref()))
+                        .await
+                        .map_err(|e| {
+                            Error::Internal(format!("the journal could not be opened: {e}"))
+                        })??;
+                Some(Arc::new(opened))
+            }
+            None => None,
+        };
+        let campaign_id = journal
+            .as_ref()
+            .map(|journal| journal.campaign_id().to_owned())
+            .or_else(|| options.campaign_id.clone());
+        let keys = campaign_id
+            .as_deref()
+            .map_or(KeySource::Random, KeySource::for_campaign);
+        let directory = if options.pace_auto {
+            Some(Directory::fetch(&client, &options.call).await?)
+        } else {
+            None
+        };
+        let gate = Arc::new(Gate::new());
+        options.call.gate = Some(Arc::clone(&gate));
+        let stop_signal = control.state.subscribe();
+        Ok(Engine {
+            pacer: Pacer::new(options.rate_limit)?,
+            client,
+            options,
+            events,
+            control,
+            stop_signal,
+            gate,
+            keys,
+            journal,
+            campaign_id,
+            directory,
+            verdicts: HashMap::new(),
+            recipients: HashMap::new(),
+            seen: HashMap::new(),
+            ready: VecDeque::new(),
+            marked: 0,
+            inflight: FuturesUnordered::new(),
+            buffer: Vec::with_capacity(BATCH),
+            stopped: None,
+        })
+    }
+
+    async fn drive(&mut self, input: &mut mpsc::UnboundedReceiver<Feed<P>>) -> Result<()> {
+        let mut input_done = false;
+        let mut waiting_for_input = false;
+        let mut marking: Option<BoxFuture<'static, Result<usize>>> = None;
+        let mut flush = tokio::time::interval(FLUSH_EVERY);
+        flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let stopping = self.stopped.is_some() || *self.stop_signal.borrow() != RUN;
+            if stopping && self.stopped.is_none() {
+                self.stop(None, "interrupted");
+            }
+            let backlog = self.control.undelivered.load(Ordering::Acquire) >= MAX_UNDELIVERED;
+            if !input_done
+                && !waiting_for_input
+                && !stopping
+                && !backlog
+                && self.ready.len() < CHUNK.max(2 * self.options.concurrency)
+            {
+                waiting_for_input = true;
+                self.emit(Event::NeedInput(CHUNK));
+            }
+            if !stopping && !backlog {
+                self.dispatch();
+            }
+            if marking.is_none() && !stopping {
+                marking = self.mark_ahead();
+            }
+            if self.buffer.len() >= BATCH {
+                self.flush_outcomes();
+            }
+            let finished_input = input_done || stopping;
+            if finished_input && self.ready.is_empty() && self.inflight.is_empty() {
+                self.flush_outcomes();
+                return Ok(());
+            }
+            tokio::select! {
+                Some(finished) = self.inflight.next(), if !self.inflight.is_empty() => {
+                    self.finish(finished)?;
+                }
+                feed = input.recv(), if waiting_for_input && !stopping => {
+                    waiting_for_input = false;
+                    match feed {
+                        Some(Feed::Items(items)) => self.accept(items).await?,
+                        Some(Feed::End) | None => input_done = true,
+                    }
+                }
+                marked = async { match marking.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if marking.is_some() => {
+                    marking = None;
+                    self.marked += marked?;
+                }
+                changed = self.stop_signal.changed() => {
+                    if changed.is_err() {
+                        // The caller is gone: nothing it could still want.
+                        self.control.state.send_replace(ABANDON);
+                    }
+                }
+                _ = flush.tick(), if !self.buffer.is_empty() => self.flush_outcomes(),
+            }
+        }
+    }
+
+    fn emit(&self, event: Event<P>) {
+        let _ = self.events.send(event);
+    }
+
+    fn warn(&self, warning: Warning) {
+        log::warn!(target: "bizmsg", "campaign: {}", warning.message);
+        self.emit(Event::Warning(warning));
+    }
+
+    fn flush_outcomes(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.buffer, Vec::with_capacity(BATCH));
+        self.control
+            .undelivered
+            .fetch_add(batch.len(), Ordering::AcqRel);
+        self.emit(Event::Outcomes(batch));
+    }
+
+    /// Records an outcome (journal, stop rules) and queues it for the caller.
+    fn record(&mut self, outcome: Outcome<P>) -> Result<()> {
+        if let Some(journal) = &self.journal {
+            journal.write(vec![row_of(&outcome)])?;
+        }
+        if self.options.stop_on_error && outcome.status.is_error() && self.stopped.is_none() {
+            let reason = outcome
+                .error
+                .as_ref()
+                .map_or_else(|| outcome.status.as_str().to_owned(), ToString::to_string);
+            self.stop(
+                Some(outcome.index),
+                &format!(
+                    "message #{} was {}: {reason}",
+                    outcome.index,
+                    outcome.status.as_str()
+                ),
+            );
+        }
+        self.buffer.push(outcome);
+        Ok(())
+    }
+
+    fn finish(&mut self, finished: Finished<P>) -> Result<()> {
+        let Finished { outcome, stop } = finished;
+        let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
+        if let Some(reason) = fatal {
+            if self.stopped.is_none() {
+                self.stop(
+                    Some(outcome.index),
+                    &format!("message #{}: {reason}", outcome.index),
+                );
+            }
+        }
+        self.record(outcome)
+    }
+
+    /// Stops taking messages: those waiting are reported skipped (and, in the journal, as never
+    /// sent, so a re-run sends them).
+    fn stop(&mut self, index: Option<u64>, reason: &str) {
+        self.stopped = Some(Stop {
+            index,
+            reason: reason.to_owned(),
+        });
+        self.control.state.send_if_modified(|state| {
+            let raise = *state == RUN;
+            if raise {
+                *state = STOP;
+            }
+            raise
+        });
+        let note = match index {
+            Some(index) => format!("not sent: the campaign stopped at message #{index}"),
+            None => "not sent: the campaign was interrupted".to_owned(),
+        };
+        let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
+        self.marked = 0;
+        for ready in waiting {
+            let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
+            outcome.idempotency_key = Some(ready.key);
+            // A write error here surfaces at the final flush.
+            let _ = self.record_quietly(outcome);
+        }
+    }
+
+    fn record_quietly(&mut self, outcome: Outcome<P>) -> Result<()> {
+        if let Some(journal) = &self.journal {
+            journal.write(vec![row_of(&outcome)])?;
+        }
+        self.buffer.push(outcome);
+        Ok(())
+    }
+
+    /// Marks the next messages in the journal before they may be dispatched.
+    fn mark_ahead(&mut self) -> Option<BoxFuture<'static, Result<usize>>> {
+        let journal = self.journal.clone()?;
+        if self.marked >= MARK_AHEAD / 2 || self.marked >= self.ready.len() {
+            return None;
+        }
+        let rows: Vec<Row> = self
+            .ready
+            .iter()
+            .skip(self.marked)
+            .take(MARK_AHEAD)
+            .map(|ready| Row {
+                index: ready.index,
+                fingerprint: Some(ready.prepared.fingerprint),
+                key: Some(ready.key.clone()),
+                state: State::Dispatched,
+                sms_id: None,
+                code: None,
+                msg: None,
+            })
+            .collect();
+        let count = rows.len();
+        Some(Box::pin(async move {
+            journal.write_durably(rows).await?;
+            Ok(count)
+        }))
+    }
+
+    fn dispatch(&mut self) {
+        while self.inflight.len() < self.options.concurrency {
+            if self.journal.is_some() && self.marked == 0 {
+                return;
+            }
+            let Some(ready) = self.ready.pop_front() else {
+                return;
+            };
+            self.marked = self.marked.saturating_sub(1);
+            let send = send_one(
+                self.client.clone(),
+                self.options.call.clone(),
+                ready,
+                self.pacer.batch(),
+                Arc::clone(&self.gate),
+                self.stop_signal.clone(),
+            );
+            self.inflight.push(Box::pin(send));
+        }
+    }
+
+    /// Takes a chunk of input: failures and skips become outcomes at once, the rest is queued.
+    async fn accept(&mut self, items: Vec<Input<P>>) -> Result<()> {
+        let recorded: HashMap<u64, Row> = match (&self.journal, items.first(), items.last()) {
+            (Some(journal), Some(first), Some(last)) => journal
+                .lookup(first.index, last.index)
+                .await?
+                .into_iter()
+                .map(|row| (row.index, row))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        for item in items {
+            let prepared = match item.message {
+                Ok(prepared) => prepared,
+                Err(error) => {
+                    self.record(Outcome::failed(item.index, item.payload, error))?;
+                    continue;
+                }
+            };
+            self.take(
+                item.index,
+                item.payload,
+                prepared,
+                recorded.get(&item.index),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn take(
+        &mut self,
+        index: u64,
+        payload: P,
+        prepared: Prepared,
+        recorded: Option<&Row>,
+    ) -> Result<()> {
+        let mut key = prepared.key.clone();
+        if let Some(row) = recorded {
+            if row.fingerprint.is_some_and(|f| f != prepared.fingerprint) {
+                let error = Error::validation(
+                    "message",
+                    format!(
+                        "message #{index} differs from the one the journal recorded at that \
+                         position: the input changed since the journal was written (use a new \
+                         journal for new input)"
+                    ),
+                );
+                return self.record(Outcome::failed(index, payload, error));
+            }
+            self.seen.entry(prepared.fingerprint).or_insert(index);
+            key = row.key.clone().or(key);
+            match row.state {
+                State::Sent | State::Rejected => {
+                    let status = if row.state == State::Sent {
+                        "sent"
+                    } else {
+                        "rejected"
+                    };
+                    let mut outcome = Outcome::skipped(
+                        index,
+                        payload,
+                        format!("already {status} by an earlier run (journal)"),
+                    );
+                    outcome.idempotency_key = key;
+                    outcome.result = Some(recorded_result(row));
+                    self.buffer.push(outcome);
+                    return Ok(());
+                }
+                State::Dispatched | State::Unknown if !self.options.resend_unknown => {
+                    let key = key.unwrap_or_default();
+                    let mut outcome = Outcome::new(index, payload, Status::Unknown);
+                    outcome.error = Some(in_doubt(&prepared, &key));
+                    outcome.idempotency_key = Some(key);
+                    outcome.reason = Some(
+                        "in doubt since an earlier run: reconcile it, or run again with \
+                         resend_unknown=True to re-send it with the same key"
+                            .to_owned(),
+                    );
+                    self.buffer.push(outcome);
+                    return Ok(());
+                }
+                // In doubt and to be re-sent (same key), or never sent: send.
+                _ => {}
+            }
+        } else if self.options.dedupe {
+            if let Some(original) = self.seen.get(&prepared.fingerprint) {
+                let mut outcome =
+                    Outcome::skipped(index, payload, format!("duplicate of message #{original}"));
+                outcome.duplicate_of = Some(*original);
+                return self.record(outcome);
+            }
+            self.seen.insert(prepared.fingerprint, index);
+        }
+        let limiter = match self.check_sender(&prepared) {
+            Ok(limiter) => limiter,
+            Err(error) => return self.record(Outcome::failed(index, payload, error)),
+        };
+        let key = key.unwrap_or_else(|| self.keys.key(index, prepared.fingerprint));
+        self.ready.push_back(Ready {
+            index,
+            payload,
+            prepared,
+            key,
+            limiter,
+        });
+        Ok(())
+    }
+
+    /// With `pace="auto"`: refuses a sender that cannot send, paces the others, counts each
+    /// account's unique recipients against its tier.
+    fn check_sender(&mut self, prepared: &Prepared) -> Result<Option<Arc<Limiter>>> {
+        let Some(directory) = &self.directory else {
+            return Ok(None);
+        };
+        let from = &prepared.request.from;
+        let Some(sender) = directory.sender(from).cloned() else {
+            return Err(Error::validation(
+                "from_",
+                format!(
+                    "{} is not a business phone number of this account (checked before \
+                     sending, pace=\"auto\")",
+                    crate::validate::mask_phone(from)
+                ),
+            ));
+        };
+        if !self.verdicts.contains_key(from) {
+            let decided = verdict(&sender);
+            if let Verdict::Send { pace, warning } = &decided {
+                match pace {
+                    Some(pace) => self.pacer.pace_sender(from, *pace)?,
+                    None => self.warn(Warning {
+                        kind: "unpaced",
+                        message: format!(
+                            "sender {} has throughput {:?}, whose pace is unknown: it is not \
+                             paced",
+                            crate::validate::mask_phone(from),
+                            sender.throughput.as_deref().unwrap_or("")
+                        ),
+                        account_id: Some(sender.account_id.clone()),
+                        sender: Some(from.clone()),
+                    }),
+                }
+                if let Some(message) = warning {
+                    self.warn(Warning {
+                        kind: "quality",
+                        message: message.clone(),
+                        account_id: Some(sender.account_id.clone()),
+                        sender: Some(from.clone()),
+                    });
+                }
+            }
+            self.verdicts.insert(from.clone(), decided);
+        }
+        if let Some(Verdict::Refuse(reason)) = self.verdicts.get(from) {
+            return Err(Error::validation(
+                "from_",
+                format!("{reason} (checked before sending, pace=\"auto\")"),
+            ));
+        }
+        self.count_recipient(&sender.account_id, prepared.recipient());
+        Ok(self.pacer.sender_pace(from))
+    }
+
+    fn count_recipient(&mut self, account_id: &str, recipient: u64) {
+        let Some(account) = self
+            .directory
+            .as_ref()
+            .and_then(|directory| directory.account(account_id))
+            .cloned()
+        else {
+            return;
+        };
+        let Some(limit) = account.limit else {
+            return;
+        };
+        let counter = self
+            .recipients
+            .entry(account_id.to_owned())
+            .or_insert_with(|| Recipients {
+                limit,
+                seen: std::collections::HashSet::new(),
+                warned_near: false,
+                warned_over: false,
+            });
+        // Counting stops past the limit: memory stays bounded by the largest tier.
+        if counter.seen.len() as u64 > counter.limit {
+            return;
+        }
+        counter.seen.insert(recipient);
+        let unique = counter.seen.len() as u64;
+        let tier = account.tier.clone().unwrap_or_default();
+        let (near, over) = (
+            !counter.warned_near && unique * 5 >= limit * 4,
+            !counter.warned_over && unique > limit,
+        );
+        if over {
+            counter.warned_over = true;
+            counter.warned_near = true;
+        } else if near {
+            counter.warned_near = true;
+        }
+        let name = account.name.clone().unwrap_or_else(|| account.id.clone());
+        if over {
+            self.warn(Warning {
+                kind: "tier",
+                message: format!(
+                    "account {name} ({}) reaches more than {limit} unique recipients in this \
+                     campaign, past its messaging tier {tier} (unique recipients per rolling \
+                     24 h): messages to new recipients past the limit will be refused",
+                    account.id
+                ),
+                account_id: Some(account.id.clone()),
+                sender: None,
+            });
+        } else if near {
+            self.warn(Warning {
+                kind: "tier_near",
+                message: format!(
+                    "account {name} ({}) reaches 80% of its messaging tier {tier} ({limit} \
+                     unique recipients per rolling 24 h) in this campaign",
+                    account.id
+                ),
+                account_id: Some(account.id.clone()),
+                sender: None,
+            });
+        }
+    }
+}
+
+/// Sends one message: its sender's pace, then the batch's, then the attempt loop; a failed
+/// commit the platform calls temporary is sent again (with a new key, see `retry_key`).
+async fn send_one<P>(
+    client: Client,
+    call: CallOptions,
+    ready: Ready<P>,
+    batch: Option<Arc<Limiter>>,
+    gate: Arc<Gate>,
+    mut stop: watch::Receiver<u8>,
+) -> Finished<P> {
+    let Ready {
+        index,
+        payload,
+        prepared,
+        key,
+        limiter,
+    } = ready;
+    let attempt = attempt(&client, &call, &prepared, &key, limiter, batch, &gate);
+    tokio::select! {
+        biased;
+        done = attempt => {
+            let (result, sent_key, stop) = done;
+            Finished {
+                outcome: outcome_of(index, payload, result, sent_key),
+                stop,
+            }
+        }
+        _ = stop.wait_for(|state| *state == ABANDON) => {
+            let mut outcome = Outcome::new(index, payload, Status::Unknown);
+            outcome.error = Some(in_doubt(&prepared, &key));
+            outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
+            outcome.idempotency_key = Some(key);
+            Finished { outcome, stop: None }
+        }
+    }
+}
+
+type Attempted = (
+    Result<crate::client::Response<SendResult>>,
+    String,
+    Option<String>,
+);
+
+async fn attempt(
+    client: &Client,
+    call: &CallOptions,
+    prepared: &Prepared,
+    key: &str,
+    limiter: Option<Arc<Limiter>>,
+    batch: Option<Arc<Limiter>>,
+    gate: &Gate,
+) -> Attempted {
+    let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
+    let base = key;
+    let mut key = key.to_owned();
+    let mut retries = 0;
+    loop {
+        if let Some(limiter) = &limiter {
+            limiter.admit().await;
+        }
+        if let Some(batch) = &batch {
+            batch.admit().await;
+        }
+        let result = client
+            .send_request(prepared.request.clone(), key.clone(), call)
+            .await;
+        let code = match &result {
+            Err(Error::SendRejected(rejected)) => rejected.result.code_string(),
+            _ => None,
+        };
+        let advised = code.as_deref().map(advice);
+        match advised {
+            Some(Advice::StopCampaign) => {
+                let reason = format!(
+                    "the platform answered code {} ({}); it asks to stop sending and alert a                      person",
+                    code.unwrap_or_default(),
+                    rejected_msg(&result)
+                );
+                return (result, key, Some(reason));
+            }
+            Some(Advice::PauseBatch) if retries < max_retries => {
+                retries += 1;
+                if let Some(wait) = client.backoff().delay(retries, None) {
+                    gate.pause(wait);
+                }
+            }
+            Some(Advice::RetryRecipientLater) if retries < max_retries => {
+                retries += 1;
+                // The platform suggests 4^n seconds for the pair rate of one recipient.
+                tokio::time::sleep(Duration::from_secs(4u64.saturating_pow(retries))).await;
+            }
+            _ => return (result, key, None),
+        }
+        log::warn!(
+            target: "bizmsg",
+            "campaign: message to {} rejected with code {} (temporary); sending it again,              retry {retries} of {max_retries}",
+            crate::validate::mask_phone(&prepared.request.to),
+            code.unwrap_or_default()
+        );
+        key = retry_key(base, retries);
+    }
+}
+
+fn rejected_msg(result: &Result<crate::client::Response<SendResult>>) -> String {
+    match result {
+        Err(Error::SendRejected(rejected)) => rejected.result.msg.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn outcome_of<P>(
+    index: u64,
+    payload: P,
+    result: Result<crate::client::Response<SendResult>>,
+    key: String,
+) -> Outcome<P> {
+    let mut outcome = match result {
+        Ok(response) => Outcome {
+            result: Some(response.value),
+            meta: Some(response.meta),
+            ..Outcome::new(index, payload, Status::Sent)
+        },
+        Err(Error::SendRejected(rejected)) => Outcome {
+            result: Some(rejected.result.clone()),
+            meta: Some(rejected.meta.clone()),
+            error: Some(Error::SendRejected(rejected)),
+            ..Outcome::new(index, payload, Status::Rejected)
+        },
+        Err(error @ Error::SendOutcomeUnknown(_)) => Outcome {
+            error: Some(error),
+            ..Outcome::new(index, payload, Status::Unknown)
+        },
+        Err(error) => Outcome::failed(index, payload, error),
+    };
+    outcome.idempotency_key = Some(key);
+    outcome
+}
+
+/// Errors after which no other message of the campaign can succeed either: the credentials or
+/// the endpoint are wrong, or the client is gone. Stopping beats failing a million messages.
+fn stops_the_campaign(error: &Error) -> Option<String> {
+    let fatal = match error {
+        Error::Api(api) => matches!(api.status_code, 401 | 403 | 404),
+        Error::Closed | Error::Configuration(_) | Error::TokenProvider { .. } => true,
+        _ => false,
+    };
+    fatal.then(|| format!("{error}; no other message could be sent"))
+}
+
+/// The error of a message left in doubt: it may have been sent with `key`.
+fn in_doubt(prepared: &Prepared, key: &str) -> Error {
+    Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
+        idempotency_key: key.to_owned(),
+        to: prepared.request.to.clone(),
+        template_name: prepared.request.template.name.clone(),
+        request_id: None,
+        cause: Box::new(Error::Campaign(
+            "the campaign stopped while the message was in flight".to_owned(),
+        )),
+    }))
+}
+
+/// The journal row of a finished message.
+fn row_of<P>(outcome: &Outcome<P>) -> Row {
+    let state = match outcome.status {
+        Status::Sent => State::Sent,
+        Status::Rejected => State::Rejected,
+        Status::Unknown => State::Unknown,
+        Status::Failed => State::Failed,
+        Status::Skipped => State::Skipped,
+    };
+    let text = |value: &Option<serde_json::Value>| {
+        value.as_ref().map(|value| match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+    };
+    let result = outcome.result.as_ref();
+    Row {
+        index: outcome.index,
+        fingerprint: None,
+        key: outcome.idempotency_key.clone(),
+        state,
+        sms_id: result.and_then(|r| text(&r.sms_id)),
+        code: result.and_then(|r| text(&r.code)),
+        msg: result
+            .and_then(|r| r.msg.clone())
+            .or_else(|| outcome.error.as_ref().map(ToString::to_string))
+            .or_else(|| outcome.reason.clone()),
+    }
+}
+
+/// The send result an earlier run recorded.
+fn recorded_result(row: &Row) -> SendResult {
+    let mut wire = serde_json::Map::new();
+    let mut put = |name: &str, value: &Option<String>| {
+        if let Some(value) = value {
+            wire.insert(name.to_owned(), serde_json::Value::String(value.clone()));
+        }
+    };
+    put("smsId", &row.sms_id);
+    put("code", &row.code);
+    put("msg", &row.msg);
+    SendResult {
+        sms_id: row.sms_id.clone().map(serde_json::Value::String),
+        status: None,
+        code: row.code.clone().map(serde_json::Value::String),
+        msg: row.msg.clone(),
+        ok: row.state == State::Sent,
+        wire,
+    }
+}

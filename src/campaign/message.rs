@@ -1,0 +1,130 @@
+//! A campaign's messages as the engine takes them: in input order, each validated (or with the
+//! reason it is not) and fingerprinted by its content.
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::api::SendMessage;
+use crate::error::{Error, Result};
+use crate::validate;
+use crate::wire::SendRequest;
+
+/// One item of the input, converted by the caller (a binding) and handed to the engine.
+/// `payload` is whatever the caller wants back with the outcome (the Python object as given).
+pub struct Input<P> {
+    /// Position in the input, from 0.
+    pub index: u64,
+    pub payload: P,
+    /// The message, or why the item is not a sendable message (a per-message failure).
+    pub message: Result<Prepared>,
+}
+
+/// A validated message.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub request: SendRequest,
+    /// The caller's `Idempotency-Key` for this message, checked.
+    pub key: Option<String>,
+    pub fingerprint: Fingerprint,
+}
+
+impl Prepared {
+    /// Validates `message` (the same checks as a single send) and the caller's key.
+    pub fn new(message: &SendMessage, key: Option<String>) -> Result<Self> {
+        let request = message.validate()?;
+        if let Some(key) = &key {
+            validate::idempotency_key(key)?;
+        }
+        let fingerprint = Fingerprint::of(&request);
+        Ok(Prepared {
+            request,
+            key,
+            fingerprint,
+        })
+    }
+
+    /// The recipient's digits as a number (E.164 digits fit in 64 bits).
+    pub fn recipient(&self) -> u64 {
+        self.request.to.parse().unwrap_or(u64::MAX)
+    }
+}
+
+/// A message's content: recipient, sender, template name, parameters and language, as sent.
+/// Two messages with the same fingerprint are the same message (128 bits: a collision, which
+/// would wrongly skip a message as a duplicate, is not a practical concern).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub u128);
+
+impl Fingerprint {
+    pub fn of(request: &SendRequest) -> Self {
+        let mut hasher = Xxh3::new();
+        // Each part is followed by a separator no part can contain (validated text has no NUL),
+        // so ("ab", "c") and ("a", "bc") differ.
+        for part in [
+            request.to.as_str(),
+            request.from.as_str(),
+            request.template.name.as_str(),
+            request.template.parameters.as_str(),
+            request.template.language.as_str(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update(&[0]);
+        }
+        Fingerprint(hasher.digest128())
+    }
+
+    pub fn to_hex(self) -> String {
+        format!("{:032x}", self.0)
+    }
+
+    pub fn from_hex(text: &str) -> Option<Self> {
+        u128::from_str_radix(text, 16).ok().map(Fingerprint)
+    }
+}
+
+/// Why an item that is not a message failed, as a per-message validation error.
+pub fn not_a_message(what: &str) -> Error {
+    Error::validation(
+        "message",
+        format!(
+            "is not a message: expected bizmsg.Message or a mapping with to, from and a \
+             template, got {what}"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn message(to: &str, parameters: serde_json::Value) -> SendMessage {
+        SendMessage {
+            to: to.into(),
+            from: "8613900000000".into(),
+            template_name: "order_update".into(),
+            parameters,
+            language: "en-US".into(),
+        }
+    }
+
+    #[test]
+    fn the_same_content_however_written_has_one_fingerprint() {
+        let a = Prepared::new(&message("+86 138 0013 8000", json!(["A"])), None).unwrap();
+        let b = Prepared::new(&message("8613800138000", json!("[\"A\"]")), None).unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        let c = Prepared::new(&message("8613800138000", json!(["B"])), None).unwrap();
+        assert_ne!(a.fingerprint, c.fingerprint);
+        assert_eq!(
+            Fingerprint::from_hex(&a.fingerprint.to_hex()),
+            Some(a.fingerprint)
+        );
+        assert_eq!(a.recipient(), 8613800138000);
+    }
+
+    #[test]
+    fn a_bad_message_or_key_is_refused() {
+        assert!(Prepared::new(&message("12", json!("p")), None).is_err());
+        assert!(Prepared::new(&message("8613800138000", json!("p")), Some("a b".into())).is_err());
+    }
+}

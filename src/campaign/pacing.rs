@@ -1,0 +1,110 @@
+//! Pacing: a rate for the whole batch (`rate_limit=`) and one per sender (`pace="auto"`), each
+//! a GCRA limiter from governor; a message waits for its sender's turn, then the batch's.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota};
+
+use crate::error::{Error, Result};
+
+pub struct Limiter {
+    limiter: DefaultDirectRateLimiter,
+    clock: DefaultClock,
+}
+
+impl Limiter {
+    /// `per_second` messages per second, evenly spaced (no burst beyond one message).
+    pub fn new(per_second: f64) -> Result<Self> {
+        if !per_second.is_finite() || per_second <= 0.0 {
+            return Err(Error::validation(
+                "rate_limit",
+                format!("must be a positive number of messages per second, got {per_second}"),
+            ));
+        }
+        let period = Duration::try_from_secs_f64(1.0 / per_second)
+            .ok()
+            .filter(|period| !period.is_zero())
+            .ok_or_else(|| {
+                Error::validation(
+                    "rate_limit",
+                    format!("{per_second} per second is out of range"),
+                )
+            })?;
+        let quota = Quota::with_period(period).ok_or_else(|| {
+            Error::validation(
+                "rate_limit",
+                format!("{per_second} per second is out of range"),
+            )
+        })?;
+        Ok(Limiter {
+            limiter: DefaultDirectRateLimiter::direct(quota),
+            clock: DefaultClock::default(),
+        })
+    }
+
+    /// Waits for this limiter's next free slot and takes it.
+    pub async fn admit(&self) {
+        loop {
+            match self.limiter.check() {
+                Ok(()) => return,
+                Err(not_until) => {
+                    tokio::time::sleep(not_until.wait_time_from(self.clock.now())).await
+                }
+            }
+        }
+    }
+}
+
+/// The limiters of one campaign.
+#[derive(Default)]
+pub struct Pacer {
+    batch: Option<Arc<Limiter>>,
+    senders: HashMap<String, Arc<Limiter>>,
+}
+
+impl Pacer {
+    pub fn new(rate_limit: Option<f64>) -> Result<Self> {
+        Ok(Pacer {
+            batch: rate_limit.map(Limiter::new).transpose()?.map(Arc::new),
+            senders: HashMap::new(),
+        })
+    }
+
+    /// Paces `sender` (its digits) at `per_second`.
+    pub fn pace_sender(&mut self, sender: &str, per_second: f64) -> Result<()> {
+        self.senders
+            .insert(sender.to_owned(), Arc::new(Limiter::new(per_second)?));
+        Ok(())
+    }
+
+    pub fn sender_pace(&self, sender: &str) -> Option<Arc<Limiter>> {
+        self.senders.get(sender).cloned()
+    }
+
+    pub fn batch(&self) -> Option<Arc<Limiter>> {
+        self.batch.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_limiter_spaces_messages_evenly() {
+        let limiter = Limiter::new(200.0).unwrap();
+        let started = Instant::now();
+        for _ in 0..21 {
+            limiter.admit().await;
+        }
+        // 20 intervals of 5 ms; generous upper bound for a loaded machine.
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(95), "{elapsed:?}");
+        assert!(Limiter::new(0.0).is_err() && Limiter::new(f64::NAN).is_err());
+    }
+}

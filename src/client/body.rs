@@ -1,0 +1,124 @@
+//! The request body, and the handshake that proves whether a send's body ever left.
+//!
+//! The HTTP client takes a body only to write it, and a POST is not processed without its body:
+//! a body that was never taken proves the service never had the request, whatever the failure
+//! was. The attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then
+//! counts the send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or,
+//! finding it abandoned, fails the write instead of sending it.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+const FRESH: u8 = 0;
+const TAKEN: u8 = 1;
+/// The attempt was given up on: the body must never leave now.
+const ABANDONED: u8 = 2;
+
+/// Where a watched body stands; shared by the body (inside the connection) and the attempt loop.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BodyWatch(Arc<AtomicU8>);
+
+impl BodyWatch {
+    /// Whether a failed attempt's request provably never reached the service: its body was
+    /// never taken, and now never will be.
+    pub(crate) fn claim_unsent(&self) -> bool {
+        self.0
+            .compare_exchange(FRESH, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            || self.0.load(Ordering::Acquire) == ABANDONED
+    }
+}
+
+/// Every request's body: empty (a GET) or JSON bytes, watched for sends.
+#[derive(Debug, Default)]
+pub(crate) struct OutgoingBody {
+    data: Option<Bytes>,
+    watch: Option<BodyWatch>,
+}
+
+impl OutgoingBody {
+    pub(crate) fn empty() -> Self {
+        OutgoingBody::default()
+    }
+
+    /// `data`, and the watch that tells whether it was ever taken.
+    pub(crate) fn watched(data: Bytes) -> (Self, BodyWatch) {
+        let watch = BodyWatch::default();
+        let body = OutgoingBody {
+            data: Some(data),
+            watch: Some(watch.clone()),
+        };
+        (body, watch)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Abandoned;
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the attempt was abandoned before its body was sent")
+    }
+}
+
+impl std::error::Error for Abandoned {}
+
+impl Body for OutgoingBody {
+    type Data = Bytes;
+    type Error = Abandoned;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Abandoned>>> {
+        if let Some(watch) = &self.watch {
+            let claimed =
+                watch
+                    .0
+                    .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
+            if claimed == Err(ABANDONED) {
+                return Poll::Ready(Some(Err(Abandoned)));
+            }
+        }
+        Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |data| data.len() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    #[test]
+    fn a_taken_body_cannot_be_claimed_unsent_and_an_abandoned_one_never_leaves() {
+        let mut context = Context::from_waker(Waker::noop());
+        let (mut taken, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"));
+        assert!(matches!(
+            Pin::new(&mut taken).poll_frame(&mut context),
+            Poll::Ready(Some(Ok(_)))
+        ));
+        assert!(!watch.claim_unsent());
+
+        let (mut abandoned, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"));
+        assert!(watch.claim_unsent());
+        assert!(watch.claim_unsent(), "claiming twice still says unsent");
+        assert!(matches!(
+            Pin::new(&mut abandoned).poll_frame(&mut context),
+            Poll::Ready(Some(Err(Abandoned)))
+        ));
+        assert!(OutgoingBody::empty().is_end_stream());
+    }
+}

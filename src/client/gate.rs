@@ -1,0 +1,63 @@
+//! A pause shared by many calls: when one call of a batch is told to wait (`429` or `503`
+//! with `Retry-After`), every call of the batch waits, not only the one that was told.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Default)]
+pub struct Gate {
+    closed_until: Mutex<Option<Instant>>,
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate::default()
+    }
+
+    /// Keeps the gate closed for `wait` from now (a longer pause already set is kept).
+    pub fn pause(&self, wait: Duration) {
+        let Some(until) = Instant::now().checked_add(wait) else {
+            return;
+        };
+        let mut closed = self
+            .closed_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if closed.is_none_or(|current| current < until) {
+            *closed = Some(until);
+        }
+    }
+
+    /// When the gate opens again, if it is closed now.
+    pub fn closed_until(&self) -> Option<Instant> {
+        let closed = *self
+            .closed_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        closed.filter(|until| *until > Instant::now())
+    }
+
+    /// Waits until the gate is open (it may be closed again while waiting).
+    pub async fn wait(&self) {
+        while let Some(until) = self.closed_until() {
+            tokio::time::sleep_until(until.into()).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_pause_holds_every_waiter_and_the_longest_pause_wins() {
+        let gate = Gate::new();
+        assert!(gate.closed_until().is_none());
+        gate.pause(Duration::from_millis(80));
+        gate.pause(Duration::from_millis(10));
+        let started = Instant::now();
+        gate.wait().await;
+        assert!(started.elapsed() >= Duration::from_millis(75));
+        assert!(gate.closed_until().is_none());
+    }
+}

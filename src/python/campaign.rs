@@ -1,0 +1,525 @@
+//! The Python face of campaigns (`crate::campaign`): a running campaign the Python driver feeds
+//! and polls (`CampaignRun`), input items converted to messages, and outcomes as `SendOutcome`
+//! objects that keep the Rust data and build Python objects (the send result, the exception)
+//! only when asked for.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
+
+use super::args::{text, type_name};
+use super::completion::awaitable;
+use super::convert;
+use super::errors::to_py;
+use super::runtime::{runtime, wait, Reply, Waited};
+use crate::api::SendMessage;
+use crate::campaign::{not_a_message, Campaign, Event, Input, Outcome, Prepared, Status};
+use crate::error::Error;
+
+type Run = Campaign<Py<PyAny>>;
+
+/// A running campaign. Its methods are called by one driver at a time (`bizmsg/_campaign.py`).
+#[pyclass(frozen, module = "bizmsg._native")]
+pub(crate) struct CampaignRun {
+    run: Arc<tokio::sync::Mutex<Run>>,
+    /// Position of the next input item.
+    next_index: AtomicU64,
+}
+
+impl CampaignRun {
+    pub(crate) fn start(
+        client: crate::Client,
+        options: crate::campaign::Options,
+    ) -> Result<Self, Error> {
+        let runtime = runtime()?;
+        let run = Campaign::start(client, options, runtime.handle())?;
+        Ok(CampaignRun {
+            run: Arc::new(tokio::sync::Mutex::new(run)),
+            next_index: AtomicU64::new(0),
+        })
+    }
+}
+
+#[pymethods]
+impl CampaignRun {
+    /// Pulls up to `limit` items from `items` (an iterator), converts them and hands them to
+    /// the engine. Returns how many were taken; fewer than `limit` means the iterator ended (the
+    /// engine is then told). An exception raised by the iterator propagates.
+    fn feed(&self, py: Python<'_>, items: &Bound<'_, PyAny>, limit: usize) -> PyResult<usize> {
+        let mut iterator = items.cast::<PyIterator>()?.clone();
+        let mut inputs = Vec::with_capacity(limit);
+        let mut ended = false;
+        while inputs.len() < limit {
+            match iterator.next() {
+                Some(item) => {
+                    let item = item?;
+                    let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+                    inputs.push(Input {
+                        index,
+                        message: prepare(py, &item),
+                        payload: item.unbind(),
+                    });
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        let taken = inputs.len();
+        let run = self.run.blocking_lock_or_try(py)?;
+        if !inputs.is_empty() {
+            run.feed(inputs);
+        }
+        if ended {
+            run.end_input();
+        }
+        Ok(taken)
+    }
+
+    /// Tells the engine the input has ended (an async iterator's end, seen in Python).
+    fn end_input(&self, py: Python<'_>) -> PyResult<()> {
+        self.run.blocking_lock_or_try(py)?.end_input();
+        Ok(())
+    }
+
+    /// The next event, waiting with the GIL released (Ctrl-C raises KeyboardInterrupt here):
+    /// `("input", n)`, `("outcomes", [SendOutcome, ...])`, `("warning", (kind, message,
+    /// account_id, sender))` or `("done", {...})`; `None` after done.
+    fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let run = Arc::clone(&self.run);
+        match wait(py, async move { Ok(run.lock().await.next_event().await) }) {
+            Waited::Done(Ok(event)) => event_to_py(py, event),
+            Waited::Done(Err(error)) => Err(to_py(py, error)),
+            Waited::Interrupted(interrupt) => Err(interrupt),
+        }
+    }
+
+    /// Awaitable `wait`.
+    fn wait_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let run = Arc::clone(&self.run);
+        awaitable(py, async move {
+            let event = run.lock().await.next_event().await;
+            Reply::new(move |py| event_to_py(py, event))
+        })
+    }
+
+    /// Stops taking new messages; `abandon` also stops waiting for those in flight (they are
+    /// reported unknown).
+    fn stop(&self, py: Python<'_>, abandon: bool) -> PyResult<()> {
+        self.run.blocking_lock_or_try(py)?.stop(abandon);
+        Ok(())
+    }
+}
+
+/// The lock of a run, from a driver that never holds it across calls: waits without the GIL
+/// in the rare case an abandoned `wait` still holds it.
+trait LockRun {
+    fn blocking_lock_or_try(&self, py: Python<'_>) -> PyResult<tokio::sync::MutexGuard<'_, Run>>;
+}
+
+impl LockRun for Arc<tokio::sync::Mutex<Run>> {
+    fn blocking_lock_or_try(&self, py: Python<'_>) -> PyResult<tokio::sync::MutexGuard<'_, Run>> {
+        if let Ok(guard) = self.try_lock() {
+            return Ok(guard);
+        }
+        Ok(py.detach(|| self.blocking_lock()))
+    }
+}
+
+/// An input item as a validated message, or why it is not one.
+fn prepare<'py>(py: Python<'py>, item: &Bound<'py, PyAny>) -> Result<Prepared, Error> {
+    let classes = classes(py).map_err(|e| Error::Internal(e.to_string()))?;
+    let field = |name: &Bound<'py, PyString>| item.getattr(name).ok();
+    let (to, from, template, key) = if item.is_instance(classes.message.bind(py)).unwrap_or(false) {
+        (
+            field(intern!(py, "to")),
+            field(intern!(py, "from_")),
+            field(intern!(py, "template")),
+            field(intern!(py, "idempotency_key")),
+        )
+    } else if let Ok(mapping) = item.cast::<PyDict>() {
+        let get = |name: &str| mapping.get_item(name).ok().flatten();
+        let template = match get("template") {
+            Some(template) => Some(template),
+            // Flat: name, parameters and language beside to and from.
+            None => Some(mapping.clone().into_any()),
+        };
+        (
+            get("to"),
+            get("from").or_else(|| get("from_")),
+            template,
+            get("idempotency_key"),
+        )
+    } else {
+        return Err(not_a_message(&type_name(item)));
+    };
+    let required = |value: Option<Bound<'py, PyAny>>, field: &str| {
+        value
+            .filter(|value| !value.is_none())
+            .ok_or_else(|| Error::validation(field, "is missing"))
+    };
+    let template = required(template, "template")?;
+    let (name, parameters, language) = template_parts(py, &template)?;
+    let message = SendMessage {
+        to: text("to", &required(to, "to")?)?,
+        from: text("from_", &required(from, "from_")?)?,
+        template_name: text("template.name", &name)?,
+        parameters: convert::py_to_value("template.parameters", &parameters)?,
+        language: text("template.language", &language)?,
+    };
+    let key = match key.filter(|key| !key.is_none()) {
+        Some(key) => Some(text("idempotency_key", &key)?),
+        None => None,
+    };
+    Prepared::new(&message, key)
+}
+
+/// A template's `(name, parameters, language)`, as given.
+type TemplateParts<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+/// The parts of a `Template` or of a mapping with those keys.
+fn template_parts<'py>(
+    py: Python<'py>,
+    template: &Bound<'py, PyAny>,
+) -> Result<TemplateParts<'py>, Error> {
+    let part = |name: &Bound<'py, PyString>, field: &str| -> Result<Bound<'py, PyAny>, Error> {
+        let value = match template.cast::<PyDict>() {
+            Ok(mapping) => mapping.get_item(name).ok().flatten(),
+            Err(_) => template.getattr(name).ok(),
+        };
+        value.ok_or_else(|| Error::validation(field, "is missing"))
+    };
+    Ok((
+        part(intern!(py, "name"), "template.name")?,
+        part(intern!(py, "parameters"), "template.parameters")?,
+        part(intern!(py, "language"), "template.language")?,
+    ))
+}
+
+struct Classes {
+    message: Py<PyAny>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&Classes> {
+    CLASSES.get_or_try_init(py, || {
+        Ok(Classes {
+            message: py.import("bizmsg._campaign")?.getattr("Message")?.unbind(),
+        })
+    })
+}
+
+fn event_to_py(py: Python<'_>, event: Option<Event<Py<PyAny>>>) -> PyResult<Py<PyAny>> {
+    let Some(event) = event else {
+        return Ok(py.None());
+    };
+    let tuple: Bound<'_, PyTuple> = match event {
+        Event::NeedInput(wanted) => (intern!(py, "input"), wanted).into_pyobject(py)?,
+        Event::Outcomes(outcomes) => {
+            let list = PyList::empty(py);
+            for outcome in outcomes {
+                list.append(Bound::new(py, SendOutcome::new(outcome))?)?;
+            }
+            (intern!(py, "outcomes"), list).into_pyobject(py)?
+        }
+        Event::Warning(warning) => (
+            intern!(py, "warning"),
+            (
+                warning.kind,
+                warning.message,
+                warning.account_id,
+                warning.sender,
+            ),
+        )
+            .into_pyobject(py)?,
+        Event::Done(summary) => {
+            let done = PyDict::new(py);
+            done.set_item("campaign_id", summary.campaign_id)?;
+            done.set_item(
+                "stopped",
+                summary.stopped.map(|stop| (stop.index, stop.reason)),
+            )?;
+            let error = match summary.error {
+                Some(error) => to_py(py, error).into_value(py).into_any(),
+                None => py.None(),
+            };
+            done.set_item("error", error)?;
+            (intern!(py, "done"), done).into_pyobject(py)?
+        }
+    };
+    Ok(tuple.into_any().unbind())
+}
+
+/// What became of one message of a campaign.
+#[pyclass(frozen, name = "SendOutcome", module = "bizmsg")]
+pub(crate) struct SendOutcome {
+    outcome: Outcome<Py<PyAny>>,
+    result: PyOnceLock<Py<PyAny>>,
+    error: PyOnceLock<Py<PyAny>>,
+}
+
+impl SendOutcome {
+    fn new(outcome: Outcome<Py<PyAny>>) -> Self {
+        SendOutcome {
+            outcome,
+            result: PyOnceLock::new(),
+            error: PyOnceLock::new(),
+        }
+    }
+}
+
+#[pymethods]
+impl SendOutcome {
+    /// Position of the message in the input, from 0.
+    #[getter]
+    fn index(&self) -> u64 {
+        self.outcome.index
+    }
+
+    /// The input item as given (a `Message`, a dict, or what was not a message).
+    #[getter]
+    fn message(&self, py: Python<'_>) -> Py<PyAny> {
+        self.outcome.payload.clone_ref(py)
+    }
+
+    /// `"sent"`, `"rejected"`, `"unknown"`, `"failed"` or `"skipped"`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.outcome.status.as_str()
+    }
+
+    /// True only when the message was sent (committed by the service).
+    #[getter]
+    fn ok(&self) -> bool {
+        self.outcome.status == Status::Sent
+    }
+
+    /// The `Idempotency-Key` the message went out with (or would have).
+    #[getter]
+    fn idempotency_key(&self) -> Option<&str> {
+        self.outcome.idempotency_key.as_deref()
+    }
+
+    /// The `SendResult` when sent or rejected (or recorded by an earlier run).
+    #[getter]
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let Some(result) = &self.outcome.result else {
+            return Ok(py.None());
+        };
+        self.result
+            .get_or_try_init(py, || {
+                Ok(convert::send_result(py, result, self.outcome.meta.as_ref())?.unbind())
+            })
+            .map(|result| result.clone_ref(py))
+    }
+
+    /// The exception a single send would have raised (`SendRejectedError`,
+    /// `SendOutcomeUnknownError`, `ValidationError`, ...), or `None`.
+    #[getter]
+    fn error(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let Some(error) = &self.outcome.error else {
+            return Ok(py.None());
+        };
+        self.error
+            .get_or_try_init(py, || {
+                Ok(to_py(py, error.clone()).into_value(py).into_any())
+            })
+            .map(|error| error.clone_ref(py))
+    }
+
+    /// For a skipped duplicate: the index of the message it repeats.
+    #[getter]
+    fn duplicate_of(&self) -> Option<u64> {
+        self.outcome.duplicate_of
+    }
+
+    /// Why the message was skipped (or other context), in a few words.
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.outcome.reason.as_deref()
+    }
+
+    /// A flat record: index, status, ok, idempotency_key, sms_id, code, msg, error (its class
+    /// and message), duplicate_of, reason.
+    fn to_record<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let record = PyDict::new(py);
+        record.set_item(intern!(py, "index"), self.outcome.index)?;
+        record.set_item(intern!(py, "status"), self.outcome.status.as_str())?;
+        record.set_item(intern!(py, "ok"), self.ok())?;
+        record.set_item(intern!(py, "idempotency_key"), self.idempotency_key())?;
+        let result = self.outcome.result.as_ref();
+        let scalar = |value: Option<&serde_json::Value>| -> PyResult<Py<PyAny>> {
+            match value {
+                Some(value) => Ok(convert::value_to_py(py, value)?.unbind()),
+                None => Ok(py.None()),
+            }
+        };
+        record.set_item(
+            intern!(py, "sms_id"),
+            scalar(result.and_then(|r| r.sms_id.as_ref()))?,
+        )?;
+        record.set_item(
+            intern!(py, "code"),
+            scalar(result.and_then(|r| r.code.as_ref()))?,
+        )?;
+        record.set_item(intern!(py, "msg"), result.and_then(|r| r.msg.as_deref()))?;
+        let error = match &self.outcome.error {
+            Some(_) => {
+                let exception = self.error(py)?;
+                let bound = exception.bind(py);
+                Some(format!("{}: {}", type_name(bound), bound.str()?))
+            }
+            None => None,
+        };
+        record.set_item(intern!(py, "error"), error)?;
+        record.set_item(intern!(py, "duplicate_of"), self.outcome.duplicate_of)?;
+        record.set_item(intern!(py, "reason"), self.reason())?;
+        Ok(record)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let mut text = format!(
+            "SendOutcome(index={}, status={:?}",
+            self.outcome.index,
+            self.outcome.status.as_str()
+        );
+        if let Some(sms_id) = self.outcome.result.as_ref().and_then(|r| r.sms_id.as_ref()) {
+            text.push_str(&format!(", sms_id={sms_id}"));
+        }
+        if let Some(code) = self.outcome.result.as_ref().and_then(|r| r.code.as_ref()) {
+            text.push_str(&format!(", code={code}"));
+        }
+        if let Some(original) = self.outcome.duplicate_of {
+            text.push_str(&format!(", duplicate_of={original}"));
+        }
+        if let Some(error) = &self.outcome.error {
+            let exception = self.error(py)?;
+            text.push_str(&format!(
+                ", error={}({:?})",
+                type_name(exception.bind(py)),
+                crate::wire::fields::truncate(&error.to_string(), 80)
+            ));
+        }
+        text.push(')');
+        Ok(text)
+    }
+}
+
+/// A campaign's preflight: fed like a run, finished into a plan (a dict for `CampaignPlan`).
+#[pyclass(frozen, module = "bizmsg._native")]
+pub(crate) struct CampaignPlanner {
+    planner: std::sync::Mutex<Option<crate::campaign::Planner>>,
+    next_index: AtomicU64,
+}
+
+impl CampaignPlanner {
+    pub(crate) fn new(planner: crate::campaign::Planner) -> Self {
+        CampaignPlanner {
+            planner: std::sync::Mutex::new(Some(planner)),
+            next_index: AtomicU64::new(0),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut crate::campaign::Planner) -> T,
+    ) -> PyResult<T> {
+        let mut guard = self
+            .planner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match guard.as_mut() {
+            Some(planner) => Ok(f(planner)),
+            None => Err(to_py(
+                py,
+                Error::Campaign("this plan is already finished".to_owned()),
+            )),
+        }
+    }
+}
+
+#[pymethods]
+impl CampaignPlanner {
+    /// Checks up to `limit` items from `items`; returns how many were taken.
+    fn feed(&self, py: Python<'_>, items: &Bound<'_, PyAny>, limit: usize) -> PyResult<usize> {
+        let mut iterator = items.cast::<PyIterator>()?.clone();
+        let mut taken = 0;
+        while taken < limit {
+            let Some(item) = iterator.next() else { break };
+            let item = item?;
+            let input = Input {
+                index: self.next_index.fetch_add(1, Ordering::Relaxed),
+                message: prepare(py, &item),
+                payload: (),
+            };
+            self.with(py, |planner| planner.add(input))?;
+            taken += 1;
+        }
+        Ok(taken)
+    }
+
+    /// The plan, as a dict of plain values (see `bizmsg.CampaignPlan`).
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let taken = self
+            .planner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let Some(planner) = taken else {
+            return Err(to_py(
+                py,
+                Error::Campaign("this plan is already finished".to_owned()),
+            ));
+        };
+        let plan = planner.finish();
+        let out = PyDict::new(py);
+        out.set_item("total", plan.total)?;
+        out.set_item("valid", plan.valid)?;
+        out.set_item("invalid_count", plan.invalid_count)?;
+        let invalid = PyList::empty(py);
+        for (index, error) in plan.invalid {
+            invalid.append((index, to_py(py, error).into_value(py)))?;
+        }
+        out.set_item("invalid", invalid)?;
+        out.set_item("duplicate_count", plan.duplicate_count)?;
+        out.set_item("duplicates", plan.duplicates)?;
+        out.set_item("to_send", plan.to_send)?;
+        let senders = PyList::empty(py);
+        for sender in plan.senders {
+            let entry = PyDict::new(py);
+            entry.set_item("sender", sender.digits)?;
+            entry.set_item("messages", sender.messages)?;
+            entry.set_item("listed", sender.listed)?;
+            entry.set_item("status", sender.status)?;
+            entry.set_item("quality_rating", sender.quality_rating)?;
+            entry.set_item("throughput", sender.throughput)?;
+            entry.set_item("account_id", sender.account_id)?;
+            entry.set_item("pace", sender.pace)?;
+            entry.set_item("problem", sender.problem)?;
+            entry.set_item("warning", sender.warning)?;
+            senders.append(entry)?;
+        }
+        out.set_item("senders", senders)?;
+        let accounts = PyList::empty(py);
+        for account in plan.accounts {
+            let entry = PyDict::new(py);
+            entry.set_item("account_id", account.id)?;
+            entry.set_item("name", account.name)?;
+            entry.set_item("tier", account.tier)?;
+            entry.set_item("limit", account.limit)?;
+            entry.set_item("unique_recipients", account.unique_recipients)?;
+            accounts.append(entry)?;
+        }
+        out.set_item("accounts", accounts)?;
+        out.set_item("estimated_seconds", plan.estimated_seconds)?;
+        out.set_item("warnings", plan.warnings)?;
+        Ok(out)
+    }
+}
