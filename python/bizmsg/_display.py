@@ -133,7 +133,7 @@ def _wire_name(item: _Model, name: str) -> str:
 
 def _time_cell(item: object, name: str, value: object, tag: str = "td", extra: str = "") -> str:
     # The received text, as the service sent it, goes in the tooltip.
-    wire: dict[str, Any] | None = getattr(item, "_wire", None)
+    wire = _received(item)
     original: object = None
     if wire is not None and isinstance(item, _Model):
         original = wire.get(_wire_name(item, name))
@@ -261,8 +261,15 @@ def _card_row(item: object, name: str) -> str:
     return f"<tr>{head}{_cell(item, name, extra=_LEFT)}</tr>"
 
 
+def _received(item: object) -> dict[str, Any] | None:
+    """The JSON object a model was decoded from (``None`` for one built by hand)."""
+    if isinstance(item, _Model) and getattr(item, "_wire", None) is not None:
+        return item.to_dict()
+    return None
+
+
 def _unknown_fields(item: _Model) -> tuple[int, str]:
-    wire: dict[str, Any] | None = getattr(item, "_wire", None)
+    wire = _received(item)
     if not wire:
         return 0, ""
     known = {w for _, w in type(item)._WIRE_NAMES}

@@ -7,7 +7,6 @@ keys, unknown fields included), and call metadata on ``.meta`` (kept out of equa
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -87,8 +86,9 @@ class _Model:
     """Keeps the received JSON object and the call metadata beside the dataclass fields."""
 
     __slots__ = ("_wire", "_meta", "_ok", "_next")
-    # Set by the Rust side (or absent on objects built by hand; read with getattr).
-    _wire: dict[str, Any]
+    # Set by the Rust side (or absent on objects built by hand; read with getattr): the exact
+    # bytes of the JSON object the model was decoded from.
+    _wire: bytes
     _meta: ResponseMeta | None
     _ok: bool | None
     _next: tuple[Any, _native.Listing, int, Any, int | None] | None
@@ -105,17 +105,22 @@ class _Model:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object as the service sent it: camelCase keys, unknown fields kept,
-        timestamps as their original text."""
+        timestamps as their original text, numbers exactly as written (a new dict each
+        call)."""
         wire = getattr(self, "_wire", None)
         if wire is not None:
-            return copy.deepcopy(wire)
+            return cast("dict[str, Any]", _native.json_loads(wire))
         return self._wire_from_fields()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
         """Decodes a wire object (camelCase, as the service sends it), with the same rules
         as a response: unknown fields kept, unparseable timestamps become ``None``."""
-        return _native.model_from_dict(cls._KIND, dict(data), None)
+        return _native.model_from_json(cls._KIND, _dumps(data))
+
+    def _wire_bytes(self) -> bytes:
+        wire = getattr(self, "_wire", None)
+        return wire if wire is not None else _dumps(self._wire_from_fields())
 
     def _wire_from_fields(self) -> dict[str, Any]:
         # An object built by hand or by dataclasses.replace() has no received JSON: derive it.
@@ -125,8 +130,8 @@ class _Model:
         return out
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickle and copy go through the wire form, so the received JSON survives them.
-        return (_restore, (type(self), self.to_dict(), getattr(self, "_ok", None)))
+        # Pickle and copy go through the received JSON itself, so it survives them exactly.
+        return (_restore, (type(self), self._wire_bytes(), getattr(self, "_ok", None)))
 
     def _repr_html_(self) -> str:
         # Jupyter's rich display: the main fields, the rest collapsed (bizmsg/_display.py).
@@ -135,9 +140,21 @@ class _Model:
         return model_html(self)
 
 
-def _restore(cls: type[_Model], wire: dict[str, Any], ok: bool | None,
-             fallbacks: tuple[int, int] | None = None) -> Any:
-    obj = _native.model_from_dict(cls._KIND, wire, fallbacks)
+def _dumps(data: Mapping[str, Any]) -> bytes:
+    """A mapping as JSON text for the Rust decoder: big integers and floats exact, NaN and
+    anything that is not JSON refused with a ValidationError."""
+    import json
+
+    try:
+        return json.dumps(dict(data), allow_nan=False, ensure_ascii=False,
+                          separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"invalid data: it is not JSON data: {exc}", field="data") from None
+
+
+def _restore(cls: type[_Model], wire: bytes, ok: bool | None,
+             fallbacks: tuple[int, int] | None = None, item_kind: str | None = None) -> Any:
+    obj = _native.model_from_json(cls._KIND, wire, item_kind, fallbacks)
     if ok is not None:
         object.__setattr__(obj, "_ok", ok)
     return obj
@@ -283,10 +300,23 @@ class Page(_Model, Generic[T]):
         return _native.has_next_page(self.current, self.size, len(self.data), self.pages,
                                      self.total)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        """Decodes a page envelope. Its items are read as phone numbers when the first one
+        has a ``phoneNumberId``, else as accounts."""
+        items: object = data.get("data")
+        first: object = items[0] if isinstance(items, list) and items else None  # pyright: ignore[reportUnknownVariableType]
+        numbers = isinstance(first, Mapping) and "phoneNumberId" in first
+        kind = "BusinessPhoneNumber" if numbers else "BusinessAccount"
+        return _native.model_from_json(cls._KIND, _dumps(data), kind)
+
     def __reduce__(self) -> tuple[Any, ...]:
-        # `current` and `size` travel too: decoding falls back on them when the service left
-        # them out, so an unpickled page equals the original.
-        return (_restore, (type(self), self.to_dict(), None, (self.current, self.size)))
+        # The item kind travels (a page of accounts stays one whatever its items hold), and
+        # `current` and `size` too: decoding falls back on them when the service left them
+        # out, so an unpickled page equals the original.
+        kind = type(self.data[0])._KIND if self.data else "BusinessPhoneNumber"
+        return (_restore, (type(self), self._wire_bytes(), None, (self.current, self.size),
+                           kind))
 
     def next_page(self) -> Page[T] | None:
         """Fetches the page after this one with the client, page size and options that

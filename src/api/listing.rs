@@ -1,7 +1,6 @@
 //! What both list operations share: the page request, and fetching one page of any model.
 
 use http::Method;
-use serde_json::Value;
 
 use crate::client::{CallOptions, Client, Operation, Response};
 use crate::error::{Error, Result};
@@ -59,13 +58,9 @@ impl Client {
                 call,
             )
             .await?;
-        let Value::Object(object) = answer.body else {
-            return Err(Error::Internal(
-                "a 2xx body that is not an object".to_owned(),
-            ));
-        };
+        let source = format!("GET {}", endpoint.path());
         Ok(Response {
-            value: Page::from_wire(object, (page.page_no, page.page_size))?,
+            value: Page::from_answer(answer.body, (page.page_no, page.page_size), &source)?,
             meta: answer.meta,
         })
     }

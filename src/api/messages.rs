@@ -1,5 +1,7 @@
 //! `POST /v1/chat/messages/send`: how the send request is built, validated and judged.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
@@ -7,7 +9,7 @@ use serde_json::Value;
 use crate::client::{CallOptions, Client, Operation, Response, SendContext};
 use crate::error::{Error, Rejected, Result};
 use crate::validate;
-use crate::wire::{fields, FromWire, SendRequest, SendResult, TemplateRequest};
+use crate::wire::{FromWire, SendRequest, SendResult, TemplateRequest};
 
 /// A template message as the caller gave it, before validation.
 #[derive(Clone, Debug)]
@@ -33,6 +35,16 @@ impl SendMessage {
             },
         ))
     }
+}
+
+/// What errors about a send's answer name.
+const SEND_SOURCE: &str = "POST /v1/chat/messages/send";
+
+/// The JSON body of a send request.
+pub(crate) fn encode(request: &SendRequest) -> Result<Bytes> {
+    serde_json::to_vec(request)
+        .map(Bytes::from)
+        .map_err(|e| Error::Internal(format!("cannot encode the send request: {e}")))
 }
 
 /// The caller's idempotency key after checking it, or a fresh one.
@@ -64,30 +76,40 @@ impl Client {
         idempotency_key: String,
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
+        let body = encode(&request)?;
+        self.send_encoded(&Arc::new(request), body, idempotency_key, call)
+            .await
+    }
+
+    /// [`Client::send_request`] for a request already encoded (`body`): a message sent
+    /// several times (a campaign's retries) is encoded once and never copied.
+    pub(crate) async fn send_encoded(
+        &self,
+        request: &Arc<SendRequest>,
+        body: Bytes,
+        idempotency_key: String,
+        call: &CallOptions,
+    ) -> Result<Response<SendResult>> {
         validate::idempotency_key(&idempotency_key)?;
-        let body = serde_json::to_vec(&request)
-            .map_err(|e| Error::Internal(format!("cannot encode the send request: {e}")))?;
         let send = SendContext {
             idempotency_key,
-            to: request.to,
-            template_name: request.template.name,
+            request: Arc::clone(request),
         };
         let operation = Operation {
             method: Method::POST,
             url: self.endpoints().send.clone(),
-            body: Some(Bytes::from(body)),
+            body: Some(body),
             send: Some(send),
         };
         let answer = self.execute(&operation, call).await?;
         let Some(send) = &operation.send else {
             return Err(Error::Internal("a send without its context".to_owned()));
         };
-        let Value::Object(object) = answer.body else {
-            return Err(Error::Internal(
-                "a 2xx body that is not an object".to_owned(),
-            ));
+        // An answer that cannot be read says nothing about the message: it may have gone out.
+        let mut result = match SendResult::from_answer(answer.body, SEND_SOURCE) {
+            Ok(result) => result,
+            Err(error) => return Err(send.unknown(error, answer.meta.request_id)),
         };
-        let mut result = SendResult::from_wire(object)?;
         if result.code.is_none() {
             // Without a code the commit cannot be judged: the message may have gone out.
             return Err(send.unknown(
@@ -95,7 +117,7 @@ impl Client {
                     message: "the send result has no `code`, so whether the message was \
                               committed is unknown"
                         .to_owned(),
-                    snippet: fields::snippet(&Value::Object(result.wire)),
+                    snippet: result.wire.snippet(),
                 },
                 answer.meta.request_id,
             ));

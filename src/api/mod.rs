@@ -8,5 +8,6 @@ mod messages;
 mod pages;
 
 pub use listing::{PageRequest, Pager};
+pub(crate) use messages::encode;
 pub use messages::{idempotency_key, SendMessage};
 pub use pages::{PageStream, TaskScope};

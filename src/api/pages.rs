@@ -7,13 +7,12 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 
 use super::{PageRequest, Pager};
 use crate::client::{CallOptions, Client, Response};
 use crate::error::{Error, Result};
-use crate::wire::{FromWire, Page};
+use crate::wire::{FromWire, Page, RawJson};
 
 type Fetched<T> = Result<Response<Page<T>>>;
 
@@ -34,7 +33,7 @@ pub struct PageStream<T: FromWire + Send + 'static> {
     ahead: Option<JoinHandle<Result<Response<Page<T>>>>>,
     finished: bool,
     /// The first item of the last page, to notice a service that repeats a page.
-    last_first: Option<Map<String, Value>>,
+    last_first: Option<RawJson>,
     scope: Option<TaskScope<T>>,
     /// The process the read-ahead task belongs to (a forked child must not wait for it).
     pid: u32,

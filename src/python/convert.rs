@@ -2,18 +2,21 @@
 //!
 //! Models are built without running their `__init__`: `object.__new__(cls)` and then each slot
 //! set directly, which is what a frozen dataclass's own `__init__` does, minus the Python
-//! frames. Each model's received JSON object goes into its `_wire` slot; nested objects share
-//! the dicts of their parent's `_wire` instead of being converted twice.
+//! frames. Each model's `_wire` slot holds the exact bytes of the JSON object it was decoded
+//! from; `to_dict()` (and `raw=True`) build Python objects from them with jiter, only when
+//! asked, exactly as `json.loads` would (big integers and floats included).
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyBytes, PyDateTime, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyTzInfo,
+};
 use pyo3::{intern, BoundObject};
 use serde_json::{Map, Number, Value};
 
 use crate::client::Meta;
 use crate::error::Error;
-use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page, SendResult};
+use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page, RawJson, Scalar, SendResult};
 
 struct Classes {
     object_new: Py<PyAny>,
@@ -192,6 +195,95 @@ fn repr(object: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".to_owned())
 }
 
+/// JSON text to Python objects (dicts, lists, str, int of any size, float, bool, None), with
+/// the keys of repeated objects shared: what `to_dict()` and `raw=True` return.
+pub(crate) fn json_to_py<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let parser = jiter::PythonParse {
+        cache_mode: jiter::StringCacheMode::Keys,
+        ..jiter::PythonParse::default()
+    };
+    parser.python_parse(py, json).map_err(|error| {
+        super::errors::to_py(
+            py,
+            Error::Decode {
+                message: format!("the JSON could not be read: {}", error.description(json)),
+                snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(json), 200),
+            },
+        )
+    })
+}
+
+/// `bizmsg.models` `to_dict()`: the JSON object a model was decoded from.
+#[pyfunction]
+pub(crate) fn json_loads<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    json_to_py(py, json)
+}
+
+fn wire<'py>(py: Python<'py>, raw: &RawJson) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, raw.as_bytes())
+}
+
+/// A scalar as the service wrote it: a string, a number (an int of any size, or a float), a
+/// bool.
+pub(crate) fn scalar_to_py<'py>(
+    py: Python<'py>,
+    value: Option<&Scalar>,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        None => py.None().into_bound(py),
+        Some(Scalar::Text(text)) => PyString::new(py, text).into_any(),
+        Some(Scalar::Bool(flag)) => PyBool::new(py, *flag).to_owned().into_any(),
+        Some(Scalar::Number(number)) => json_to_py(py, number.as_bytes())?,
+    })
+}
+
+/// Timezones by UTC offset in seconds: a page of a thousand timestamps in three offsets makes
+/// three tzinfo objects, not a thousand.
+fn timezone<'py>(py: Python<'py>, offset: i32) -> PyResult<Bound<'py, PyTzInfo>> {
+    static ZONES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    let zones = ZONES
+        .get_or_try_init(py, || Ok::<_, PyErr>(PyDict::new(py).unbind()))?
+        .bind(py);
+    if let Some(zone) = zones.get_item(offset)? {
+        return Ok(zone.cast_into::<PyTzInfo>()?);
+    }
+    let zone = if offset == 0 {
+        PyTzInfo::utc(py)?.to_owned()
+    } else {
+        PyTzInfo::fixed_offset(py, pyo3::types::PyDelta::new(py, 0, offset, 0, true)?)?
+    };
+    zones.set_item(offset, &zone)?;
+    Ok(zone)
+}
+
+/// A timezone-aware `datetime` in the timestamp's own offset.
+fn datetime<'py>(
+    py: Python<'py>,
+    value: Option<&chrono::DateTime<chrono::FixedOffset>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use chrono::{Datelike, Timelike};
+    let Some(value) = value else {
+        return Ok(py.None().into_bound(py));
+    };
+    let local = value.naive_local();
+    let zone = timezone(py, value.offset().local_minus_utc())?;
+    let narrow = |n: u32| u8::try_from(n).unwrap_or(0);
+    // A leap second (nanoseconds past 1e9) is kept as the second it extends.
+    let micros = (local.nanosecond() % 1_000_000_000) / 1_000;
+    Ok(PyDateTime::new(
+        py,
+        local.year(),
+        narrow(local.month()),
+        narrow(local.day()),
+        narrow(local.hour()),
+        narrow(local.minute()),
+        narrow(local.second()),
+        micros,
+        Some(&zone),
+    )?
+    .into_any())
+}
+
 pub(crate) fn meta<'py>(py: Python<'py>, meta: &Meta) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.response_meta)?;
     put(&object, intern!(py, "status_code"), meta.status_code)?;
@@ -210,29 +302,30 @@ pub(crate) fn meta<'py>(py: Python<'py>, meta: &Meta) -> PyResult<Bound<'py, PyA
     Ok(object)
 }
 
-fn scalar<'py>(py: Python<'py>, value: &Option<Value>) -> PyResult<Bound<'py, PyAny>> {
-    match value {
-        Some(value) => value_to_py(py, value),
-        None => Ok(py.None().into_bound(py)),
-    }
-}
-
 pub(crate) fn send_result<'py>(
     py: Python<'py>,
     result: &SendResult,
     call: Option<&Meta>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.send_result)?;
-    put(&object, intern!(py, "sms_id"), scalar(py, &result.sms_id)?)?;
-    put(&object, intern!(py, "status"), scalar(py, &result.status)?)?;
-    put(&object, intern!(py, "code"), scalar(py, &result.code)?)?;
-    put(&object, intern!(py, "msg"), result.msg.as_deref())?;
-    put(&object, intern!(py, "_ok"), result.ok)?;
     put(
         &object,
-        intern!(py, "_wire"),
-        map_to_dict(py, &result.wire)?,
+        intern!(py, "sms_id"),
+        scalar_to_py(py, result.sms_id.as_ref())?,
     )?;
+    put(
+        &object,
+        intern!(py, "status"),
+        scalar_to_py(py, result.status.as_ref())?,
+    )?;
+    put(
+        &object,
+        intern!(py, "code"),
+        scalar_to_py(py, result.code.as_ref())?,
+    )?;
+    put(&object, intern!(py, "msg"), result.msg.as_deref())?;
+    put(&object, intern!(py, "_ok"), result.ok)?;
+    put(&object, intern!(py, "_wire"), wire(py, &result.wire))?;
     put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
     Ok(object)
 }
@@ -244,11 +337,7 @@ fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'p
     }
 }
 
-fn phone_number<'py>(
-    py: Python<'py>,
-    number: &BusinessPhoneNumber,
-    wire: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+fn phone_number<'py>(py: Python<'py>, number: &BusinessPhoneNumber) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.business_phone_number)?;
     put(
         &object,
@@ -291,9 +380,17 @@ fn phone_number<'py>(
         intern!(py, "messaging_limit_tier"),
         number.messaging_limit_tier.as_deref(),
     )?;
-    put(&object, intern!(py, "create_time"), number.create_time)?;
-    put(&object, intern!(py, "update_time"), number.update_time)?;
-    put(&object, intern!(py, "_wire"), wire)?;
+    put(
+        &object,
+        intern!(py, "create_time"),
+        datetime(py, number.create_time.as_ref())?,
+    )?;
+    put(
+        &object,
+        intern!(py, "update_time"),
+        datetime(py, number.update_time.as_ref())?,
+    )?;
+    put(&object, intern!(py, "_wire"), wire(py, &number.wire))?;
     put(&object, intern!(py, "_meta"), py.None())?;
     Ok(object)
 }
@@ -301,20 +398,11 @@ fn phone_number<'py>(
 fn business_account<'py>(
     py: Python<'py>,
     account: &BusinessAccount,
-    wire: Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let object = instance(py, &classes(py)?.business_account)?;
-    // The numbers' own objects are the dicts inside the account's `businessPhoneNumbers`.
-    let nested = wire
-        .get_item(intern!(py, "businessPhoneNumbers"))?
-        .and_then(|list| list.cast_into::<PyList>().ok());
     let numbers = PyList::empty(py);
-    for (index, number) in account.business_phone_numbers.iter().enumerate() {
-        let number_wire = match &nested {
-            Some(list) => list.get_item(index)?,
-            None => map_to_dict(py, &number.wire)?.into_any(),
-        };
-        numbers.append(phone_number(py, number, number_wire)?)?;
+    for number in &account.business_phone_numbers {
+        numbers.append(phone_number(py, number)?)?;
     }
     put(
         &object,
@@ -339,34 +427,35 @@ fn business_account<'py>(
         account.chat_business_manager_messaging_limit.as_deref(),
     )?;
     put(&object, intern!(py, "business_phone_numbers"), numbers)?;
-    put(&object, intern!(py, "create_time"), account.create_time)?;
-    put(&object, intern!(py, "update_time"), account.update_time)?;
-    put(&object, intern!(py, "_wire"), wire)?;
+    put(
+        &object,
+        intern!(py, "create_time"),
+        datetime(py, account.create_time.as_ref())?,
+    )?;
+    put(
+        &object,
+        intern!(py, "update_time"),
+        datetime(py, account.update_time.as_ref())?,
+    )?;
+    put(&object, intern!(py, "_wire"), wire(py, &account.wire))?;
     put(&object, intern!(py, "_meta"), py.None())?;
     Ok(object)
 }
 
-/// A list item: its dataclass and its received object.
+/// A list item as its dataclass.
 pub(crate) trait PyItem {
-    fn wire(&self) -> &Map<String, Value>;
-    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>>;
+    fn build<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
 
 impl PyItem for BusinessAccount {
-    fn wire(&self) -> &Map<String, Value> {
-        &self.wire
-    }
-    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
-        business_account(py, self, wire)
+    fn build<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        business_account(py, self)
     }
 }
 
 impl PyItem for BusinessPhoneNumber {
-    fn wire(&self) -> &Map<String, Value> {
-        &self.wire
-    }
-    fn build<'py>(&self, py: Python<'py>, wire: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
-        phone_number(py, self, wire.into_any())
+    fn build<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        phone_number(py, self)
     }
 }
 
@@ -377,87 +466,73 @@ pub(crate) fn page<'py, T: PyItem>(
     call: Option<&Meta>,
     raw: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let wires = PyList::empty(py);
+    if raw {
+        return json_to_py(py, page.wire.as_bytes());
+    }
     let items = PyList::empty(py);
     for item in &page.data {
-        let wire = map_to_dict(py, item.wire())?;
-        if !raw {
-            items.append(item.build(py, wire.clone())?)?;
-        }
-        wires.append(wire)?;
-    }
-    let envelope = PyDict::new(py);
-    let data_key = intern!(py, "data");
-    for (index, (key, value)) in page.wire.iter().enumerate() {
-        if page.data_index == Some(index) {
-            envelope.set_item(data_key, &wires)?;
-        }
-        envelope.set_item(key, value_to_py(py, value)?)?;
-    }
-    if !envelope.contains(data_key)? && page.data_index.is_some() {
-        envelope.set_item(data_key, &wires)?;
-    }
-    if raw {
-        return Ok(envelope.into_any());
+        items.append(item.build(py)?)?;
     }
     let object = instance(py, &classes(py)?.page)?;
-    put(&object, data_key, items)?;
+    put(&object, intern!(py, "data"), items)?;
     put(&object, intern!(py, "total"), page.total)?;
     put(&object, intern!(py, "size"), page.size)?;
     put(&object, intern!(py, "current"), page.current)?;
     put(&object, intern!(py, "pages"), page.pages)?;
-    put(&object, intern!(py, "_wire"), envelope)?;
+    put(&object, intern!(py, "_wire"), wire(py, &page.wire))?;
     put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
     Ok(object)
 }
 
-/// `Model.from_dict`: the same decoding as a response, from a dict.
+/// `Model.from_dict`: the same decoding as a response, from JSON text (`json.dumps` of the
+/// dict, which keeps big integers and floats exact). A page's items are of `item_kind`
+/// (`"BusinessAccount"` or `"BusinessPhoneNumber"`); `fallbacks` are its `(current, size)`
+/// when the object leaves them out.
 #[pyfunction]
-#[pyo3(signature = (kind, data, fallbacks=None))]
-pub(crate) fn model_from_dict<'py>(
+#[pyo3(signature = (kind, json, item_kind=None, fallbacks=None))]
+pub(crate) fn model_from_json<'py>(
     py: Python<'py>,
     kind: &str,
-    data: &Bound<'py, PyAny>,
+    json: &[u8],
+    item_kind: Option<&str>,
     fallbacks: Option<(i64, i64)>,
 ) -> PyResult<Bound<'py, PyAny>> {
     use crate::wire::FromWire;
     let to_py = |e| super::errors::to_py(py, e);
-    let Value::Object(object) = py_to_value("data", data).map_err(to_py)? else {
-        return Err(to_py(Error::validation("data", "must be a dict")));
-    };
-    match kind {
-        "SendResult" => send_result(py, &SendResult::from_wire(object).map_err(to_py)?, None),
-        "BusinessAccount" => {
-            let account = BusinessAccount::from_wire(object).map_err(to_py)?;
-            business_account(py, &account, map_to_dict(py, &account.wire)?)
+    let body = bytes::Bytes::copy_from_slice(json);
+    let source = "from_dict";
+    match (kind, item_kind) {
+        ("SendResult", _) => send_result(
+            py,
+            &SendResult::from_answer(body, source).map_err(to_py)?,
+            None,
+        ),
+        ("BusinessAccount", _) => business_account(
+            py,
+            &BusinessAccount::from_answer(body, source).map_err(to_py)?,
+        ),
+        ("BusinessPhoneNumber", _) => phone_number(
+            py,
+            &BusinessPhoneNumber::from_answer(body, source).map_err(to_py)?,
+        ),
+        ("Page", Some("BusinessAccount")) => {
+            let decoded =
+                Page::<BusinessAccount>::from_answer(body, fallbacks.unwrap_or((1, 20)), source)
+                    .map_err(to_py)?;
+            page(py, &decoded, None, false)
         }
-        "BusinessPhoneNumber" => {
-            let number = BusinessPhoneNumber::from_wire(object).map_err(to_py)?;
-            let wire = map_to_dict(py, &number.wire)?.into_any();
-            phone_number(py, &number, wire)
+        ("Page", Some("BusinessPhoneNumber")) => {
+            let decoded = Page::<BusinessPhoneNumber>::from_answer(
+                body,
+                fallbacks.unwrap_or((1, 20)),
+                source,
+            )
+            .map_err(to_py)?;
+            page(py, &decoded, None, false)
         }
-        "Page" => {
-            // The items say which listing this is: numbers have a phoneNumberId.
-            let numbers = object
-                .get("data")
-                .and_then(Value::as_array)
-                .and_then(|items| items.first())
-                .is_some_and(|first| first.get("phoneNumberId").is_some());
-            // `current` and `size` when the object leaves them out: what was asked for.
-            let requested = fallbacks.unwrap_or((1, 20));
-            if numbers {
-                let decoded =
-                    Page::<BusinessPhoneNumber>::from_wire(object, requested).map_err(to_py)?;
-                page(py, &decoded, None, false)
-            } else {
-                let decoded =
-                    Page::<BusinessAccount>::from_wire(object, requested).map_err(to_py)?;
-                page(py, &decoded, None, false)
-            }
-        }
-        other => Err(to_py(Error::validation(
+        (other, item) => Err(to_py(Error::validation(
             "kind",
-            format!("unknown model {other:?}"),
+            format!("unknown model {other:?} (items {item:?})"),
         ))),
     }
 }

@@ -7,12 +7,16 @@
 
 mod account;
 pub(crate) mod fields;
+#[doc(hidden)]
+pub mod fuzz;
+mod json;
 mod page;
 mod phone_number;
 mod send;
 mod timestamp;
 
 pub use account::BusinessAccount;
+pub use json::{RawJson, Reader, Scalar};
 pub use page::{has_next_page, Page};
 pub use phone_number::BusinessPhoneNumber;
 pub use send::{is_success, SendRequest, SendResult, TemplateRequest, DEFAULT_SUCCESS_CODES};
@@ -22,7 +26,23 @@ pub use timestamp::parse_timestamp;
 pub trait FromWire: Sized {
     /// What the model is called in error messages.
     const NAME: &'static str;
-    fn from_wire(object: serde_json::Map<String, serde_json::Value>) -> crate::Result<Self>;
-    /// The object it was decoded from.
-    fn wire(&self) -> &serde_json::Map<String, serde_json::Value>;
+
+    /// Decodes the object the reader is at, keeping its text.
+    fn read(reader: &mut Reader<'_>) -> crate::Result<Self>;
+
+    /// The text of the object it was decoded from.
+    fn wire(&self) -> &RawJson;
+
+    /// Decodes a whole body that holds one object (and nothing after it).
+    fn from_json(body: bytes::Bytes) -> crate::Result<Self> {
+        Self::from_answer(body, "the answer")
+    }
+
+    /// [`FromWire::from_json`] for the answer of `source` (`POST /v1/...`), which errors name.
+    fn from_answer(body: bytes::Bytes, source: &str) -> crate::Result<Self> {
+        let mut reader = Reader::from_source(&body, source);
+        let decoded = Self::read(&mut reader)?;
+        reader.finish(Self::NAME)?;
+        Ok(decoded)
+    }
 }

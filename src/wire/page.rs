@@ -1,9 +1,10 @@
 //! The page envelope of both list operations (section 2.4).
 
-use serde_json::{Map, Value};
+use bytes::Bytes;
 
-use super::{fields, FromWire};
-use crate::error::Error;
+use super::account::objects;
+use super::json::{RawJson, Reader};
+use super::FromWire;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
@@ -16,61 +17,65 @@ pub struct Page<T> {
     pub current: i64,
     /// Missing when the service does not say (pagination then stops on a short page).
     pub pages: Option<i64>,
-    /// The envelope as received, without `data` (each item keeps its own object).
-    pub wire: Map<String, Value>,
-    /// Where `data` stood among the envelope's keys, to give the object back in its order.
-    pub data_index: Option<usize>,
+    /// The envelope as received (items included).
+    pub wire: RawJson,
 }
 
 impl<T: FromWire> Page<T> {
     /// Decodes an envelope; `requested` is (pageNo, pageSize) of the request, used where the
-    /// service leaves `current` or `size` out.
-    pub fn from_wire(mut object: Map<String, Value>, requested: (i64, i64)) -> crate::Result<Self> {
-        let data_index = object.keys().position(|key| key == "data");
-        let data = match object.shift_remove("data") {
-            None => Vec::new(),
-            Some(Value::Null) => {
-                // Kept in the envelope: there are no items to hold it.
-                if let Some(index) = data_index {
-                    object.shift_insert(index, "data".to_owned(), Value::Null);
-                }
-                return Self::envelope(object, requested, Vec::new(), None);
-            }
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .map(|item| match item {
-                    Value::Object(element) => T::from_wire(element),
-                    other => Err(Error::Decode {
-                        message: format!("page data holds something that is not a {}", T::NAME),
-                        snippet: fields::snippet(&other),
-                    }),
-                })
-                .collect::<crate::Result<_>>()?,
-            Some(other) => {
-                return Err(Error::Decode {
-                    message: "page `data` is not an array".to_owned(),
-                    snippet: fields::snippet(&other),
-                })
-            }
-        };
-        Self::envelope(object, requested, data, data_index)
+    /// service leaves `current` or `size` out. Items are decoded in the same pass.
+    pub fn from_json(body: Bytes, requested: (i64, i64)) -> crate::Result<Self> {
+        Self::from_answer(body, requested, "the answer")
     }
 
-    fn envelope(
-        object: Map<String, Value>,
-        requested: (i64, i64),
-        data: Vec<T>,
-        data_index: Option<usize>,
-    ) -> crate::Result<Self> {
-        Ok(Page {
-            data,
-            total: fields::integer(&object, "total"),
-            size: fields::integer(&object, "size").unwrap_or(requested.1),
-            current: fields::integer(&object, "current").unwrap_or(requested.0),
-            pages: fields::integer(&object, "pages"),
-            wire: object,
-            data_index,
-        })
+    /// [`Page::from_json`] for the answer of `source` (`GET /v1/...`), which errors name.
+    pub fn from_answer(body: Bytes, requested: (i64, i64), source: &str) -> crate::Result<Self> {
+        let mut reader = Reader::from_source(&body, source);
+        let what = "page";
+        let start = reader.start(what)?;
+        let mut page = Page {
+            data: Vec::new(),
+            total: None,
+            size: requested.1,
+            current: requested.0,
+            pages: None,
+            wire: RawJson::default(),
+        };
+        let (mut size, mut current) = (None, None);
+        #[derive(Clone, Copy)]
+        enum Field {
+            Data,
+            Total,
+            Size,
+            Current,
+            Pages,
+            Other,
+        }
+        let field = |name: &str| match name {
+            "data" => Field::Data,
+            "total" => Field::Total,
+            "size" => Field::Size,
+            "current" => Field::Current,
+            "pages" => Field::Pages,
+            _ => Field::Other,
+        };
+        let mut key = reader.object(what, field)?;
+        while let Some(name) = key {
+            match name {
+                Field::Data => page.data = objects(&mut reader, what, "page data")?,
+                Field::Total => page.total = reader.integer(what)?,
+                Field::Size => size = reader.integer(what)?,
+                Field::Current => current = reader.integer(what)?,
+                Field::Pages => page.pages = reader.integer(what)?,
+                Field::Other => reader.skip(what)?,
+            }
+            key = reader.key(what, field)?;
+        }
+        page.wire = reader.raw_since(start);
+        reader.finish(what)?;
+        page.size = size.unwrap_or(requested.1);
+        page.current = current.unwrap_or(requested.0);
+        Ok(page)
     }
 
     /// Whether another page may follow this one (see [`has_next_page`]).
@@ -110,24 +115,23 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::wire::BusinessPhoneNumber;
-    use serde_json::json;
 
-    fn page(value: Value) -> Page<BusinessPhoneNumber> {
-        let Value::Object(object) = value else {
-            unreachable!()
-        };
-        Page::from_wire(object, (1, 2)).unwrap()
+    fn page(text: &str) -> Page<BusinessPhoneNumber> {
+        Page::from_json(Bytes::from(text.to_owned()), (1, 2)).unwrap()
     }
 
     #[test]
     fn next_page_rules() {
-        let one = json!({"phoneNumberId": "a"});
-        let full =
-            page(json!({"data": [one, one], "total": 3, "size": 2, "current": 1, "pages": 2}));
+        let one = r#"{"phoneNumberId": "a"}"#;
+        let full = page(&format!(
+            r#"{{"data": [{one}, {one}], "total": 3, "size": 2, "current": 1, "pages": 2}}"#
+        ));
         assert!(full.has_next_page());
-        let last = page(json!({"data": [one], "total": 3, "size": 2, "current": 2, "pages": 2}));
+        let last = page(&format!(
+            r#"{{"data": [{one}], "total": 3, "size": 2, "current": 2, "pages": 2}}"#
+        ));
         assert!(!last.has_next_page());
-        let no_pages_full = page(json!({"data": [one, one]}));
+        let no_pages_full = page(&format!(r#"{{"data": [{one}, {one}]}}"#));
         assert!(no_pages_full.has_next_page());
         assert_eq!(
             (
@@ -137,24 +141,50 @@ mod tests {
             ),
             (1, 2, None)
         );
-        let total_reached = page(json!({"data": [one, one], "total": 2, "current": 1, "size": 2}));
+        let total_reached = page(&format!(
+            r#"{{"data": [{one}, {one}], "total": 2, "current": 1, "size": 2}}"#
+        ));
         assert!(!total_reached.has_next_page());
-        let total_left = page(json!({"data": [one, one], "total": 3, "current": 1, "size": 2}));
+        let total_left = page(&format!(
+            r#"{{"data": [{one}, {one}], "total": 3, "current": 1, "size": 2}}"#
+        ));
         assert!(total_left.has_next_page());
-        let no_pages_short = page(json!({"data": [one]}));
+        let no_pages_short = page(&format!(r#"{{"data": [{one}]}}"#));
         assert!(!no_pages_short.has_next_page());
-        let empty = page(json!({"data": [], "total": 9, "current": 1, "pages": 5}));
+        let empty = page(r#"{"data": [], "total": 9, "current": 1, "pages": 5}"#);
         assert!(!empty.has_next_page());
-        let numeric_strings =
-            page(json!({"data": [one], "total": "3", "pages": "2", "current": "1"}));
+        let numeric_strings = page(&format!(
+            r#"{{"data": [{one}], "total": "3", "pages": "2", "current": "1"}}"#
+        ));
         assert_eq!(numeric_strings.pages, Some(2));
+        let null_data = page(r#"{"data": null, "total": 0}"#);
+        assert!(null_data.data.is_empty());
+    }
+
+    #[test]
+    fn items_keep_their_exact_text_and_the_envelope_its_own() {
+        let text = r#"{ "data" : [ {"phoneNumberId": "a", "x": 1.50} ,{"phoneNumberId":"b"}], "extra": [true] }"#;
+        let decoded = page(text);
+        assert_eq!(
+            decoded.data[0].wire.as_bytes(),
+            br#"{"phoneNumberId": "a", "x": 1.50}"#
+        );
+        assert_eq!(decoded.data[1].wire.as_bytes(), br#"{"phoneNumberId":"b"}"#);
+        assert_eq!(decoded.wire.as_bytes(), text.as_bytes());
     }
 
     #[test]
     fn data_that_is_not_a_list_is_a_decode_error() {
-        let Value::Object(object) = json!({"data": {"x": 1}}) else {
-            unreachable!()
-        };
-        assert!(Page::<BusinessPhoneNumber>::from_wire(object, (1, 1)).is_err());
+        for text in [
+            r#"{"data": {"x": 1}}"#,
+            r#"{"data": [1]}"#,
+            "[]",
+            r#"{"data": []} []"#,
+        ] {
+            assert!(
+                Page::<BusinessPhoneNumber>::from_json(Bytes::from(text), (1, 1)).is_err(),
+                "{text}"
+            );
+        }
     }
 }

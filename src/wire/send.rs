@@ -1,9 +1,9 @@
 //! The send operation: the request body (section 4.1) and the send result (section 2.1).
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 
-use super::{fields, FromWire};
+use super::json::{RawJson, Reader, Scalar};
+use super::FromWire;
 
 /// The codes that mean "committed" when the client is not told otherwise. The sandbox answers
 /// `"0"` on success (docs/sandbox.md); codes are compared as strings, so `0` matches too.
@@ -42,19 +42,19 @@ impl SendRequest {
 /// the spec does not say which.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SendResult {
-    pub sms_id: Option<Value>,
-    pub status: Option<Value>,
-    pub code: Option<Value>,
+    pub sms_id: Option<Scalar>,
+    pub status: Option<Scalar>,
+    pub code: Option<Scalar>,
     pub msg: Option<String>,
     /// Whether the commit succeeded, judged against the client's success codes.
     pub ok: bool,
-    pub wire: Map<String, Value>,
+    pub wire: RawJson,
 }
 
 impl SendResult {
     /// The code as text, so `0` and `"0"` compare equal.
     pub fn code_string(&self) -> Option<String> {
-        self.code.as_ref().map(scalar_text)
+        self.code.as_ref().map(|code| code.text().to_owned())
     }
 
     /// Decides `ok`: the code is one of `success_codes`. No code is never success (the
@@ -66,34 +66,55 @@ impl SendResult {
 }
 
 /// Whether `code` is one of `success_codes`, compared as text (`0` and `"0"` are one code).
-pub fn is_success<S: AsRef<str>>(code: Option<&Value>, success_codes: &[S]) -> bool {
-    code.map(scalar_text)
+pub fn is_success<S: AsRef<str>>(code: Option<&Scalar>, success_codes: &[S]) -> bool {
+    code.map(Scalar::text)
         .is_some_and(|code| success_codes.iter().any(|c| c.as_ref().trim() == code))
 }
 
-fn scalar_text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.trim().to_owned(),
-        other => other.to_string(),
-    }
-}
-
 impl FromWire for SendResult {
-    fn wire(&self) -> &Map<String, Value> {
+    fn wire(&self) -> &RawJson {
         &self.wire
     }
 
     const NAME: &'static str = "send result";
 
-    fn from_wire(object: Map<String, Value>) -> crate::Result<Self> {
+    fn read(reader: &mut Reader<'_>) -> crate::Result<Self> {
+        let start = reader.start(Self::NAME)?;
         let mut result = SendResult {
-            sms_id: fields::scalar(&object, "smsId"),
-            status: fields::scalar(&object, "status"),
-            code: fields::scalar(&object, "code"),
-            msg: fields::string(&object, "msg"),
+            sms_id: None,
+            status: None,
+            code: None,
+            msg: None,
             ok: false,
-            wire: object,
+            wire: RawJson::default(),
         };
+        #[derive(Clone, Copy)]
+        enum Field {
+            SmsId,
+            Status,
+            Code,
+            Msg,
+            Other,
+        }
+        let field = |name: &str| match name {
+            "smsId" => Field::SmsId,
+            "status" => Field::Status,
+            "code" => Field::Code,
+            "msg" => Field::Msg,
+            _ => Field::Other,
+        };
+        let mut key = reader.object(Self::NAME, field)?;
+        while let Some(name) = key {
+            match name {
+                Field::SmsId => result.sms_id = reader.scalar(Self::NAME)?,
+                Field::Status => result.status = reader.scalar(Self::NAME)?,
+                Field::Code => result.code = reader.scalar(Self::NAME)?,
+                Field::Msg => result.msg = reader.text(Self::NAME)?,
+                Field::Other => reader.skip(Self::NAME)?,
+            }
+            key = reader.key(Self::NAME, field)?;
+        }
+        result.wire = reader.raw_since(start);
         result.judge(DEFAULT_SUCCESS_CODES);
         Ok(result)
     }
@@ -103,13 +124,9 @@ impl FromWire for SendResult {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use serde_json::json;
 
-    fn decode(value: Value) -> SendResult {
-        match value {
-            Value::Object(object) => SendResult::from_wire(object).unwrap(),
-            _ => unreachable!(),
-        }
+    fn decode(text: &str) -> SendResult {
+        SendResult::from_json(bytes::Bytes::from(text.to_owned())).unwrap()
     }
 
     #[test]
@@ -131,17 +148,20 @@ mod tests {
 
     #[test]
     fn numeric_and_string_codes_are_the_same_code() {
-        let numeric = decode(json!({"smsId": 17, "status": 1, "code": 0, "msg": ""}));
-        let text = decode(json!({"smsId": "17", "status": "1", "code": "0", "msg": ""}));
+        let numeric = decode(r#"{"smsId": 17, "status": 1, "code": 0, "msg": ""}"#);
+        let text = decode(r#"{"smsId": "17", "status": "1", "code": "0", "msg": ""}"#);
         assert!(numeric.ok && text.ok);
         assert_eq!(numeric.code_string(), text.code_string());
-        assert_eq!(numeric.sms_id, Some(json!(17)));
+        assert_eq!(numeric.sms_id, Some(Scalar::Number("17".into())));
+        assert_eq!(
+            numeric.wire.as_bytes(),
+            br#"{"smsId": 17, "status": 1, "code": 0, "msg": ""}"#
+        );
     }
 
     #[test]
     fn failed_commit_is_not_ok() {
-        let failed =
-            decode(json!({"smsId": null, "status": "FAILED", "code": "1002", "msg": "no"}));
+        let failed = decode(r#"{"smsId": null, "status": "FAILED", "code": "1002", "msg": "no"}"#);
         assert!(!failed.ok);
         assert_eq!(failed.sms_id, None);
         let mut custom = failed.clone();
@@ -152,8 +172,21 @@ mod tests {
     #[test]
     fn missing_code_is_never_success() {
         // Regression: an smsId alone was taken as success, even for `status: FAILED`.
-        assert!(!decode(json!({"smsId": "a", "status": "FAILED"})).ok);
-        assert!(!decode(json!({"smsId": "a", "code": null})).ok);
-        assert!(!decode(json!({"status": "QUEUED"})).ok);
+        assert!(!decode(r#"{"smsId": "a", "status": "FAILED"}"#).ok);
+        assert!(!decode(r#"{"smsId": "a", "code": null}"#).ok);
+        assert!(!decode(r#"{"status": "QUEUED"}"#).ok);
+        // The last of repeated keys wins, as in most JSON readers.
+        assert!(decode(r#"{"code": "1", "code": "0"}"#).ok);
+    }
+
+    #[test]
+    fn what_is_not_an_object_is_a_decode_error() {
+        for body in ["[]", "1", "\"x\"", "not json", "{\"code\": \"0\"} trailing"] {
+            let decoded = SendResult::from_json(bytes::Bytes::from(body.to_owned()));
+            assert!(
+                matches!(decoded, Err(crate::Error::Decode { .. })),
+                "{body}"
+            );
+        }
     }
 }

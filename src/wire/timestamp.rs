@@ -7,7 +7,12 @@ use chrono::{DateTime, Datelike, FixedOffset};
 /// Years 1 to 9999 only: what Python's `datetime` (and any sane service) can hold.
 pub fn parse_timestamp(text: &str) -> Option<DateTime<FixedOffset>> {
     let text = text.trim();
-    let parsed = DateTime::parse_from_rfc3339(text).ok().or_else(|| {
+    // The spec's form ends in `+0800` (no colon), which chrono's fast RFC 3339 parser does not
+    // take: written as `+08:00` it does, which spares the slow format-string parser for every
+    // timestamp of a page.
+    let with_colon = offset_with_colon(text);
+    let fast = DateTime::parse_from_rfc3339(with_colon.as_deref().unwrap_or(text));
+    let parsed = fast.ok().or_else(|| {
         // `%z` accepts `+0800` and `+08:00`; `%#z` also accepts a bare hour `+08`.
         [
             "%Y-%m-%dT%H:%M:%S%.f%z",
@@ -19,6 +24,27 @@ pub fn parse_timestamp(text: &str) -> Option<DateTime<FixedOffset>> {
     })?;
     let year = parsed.naive_local().year();
     (1..=9999).contains(&year).then_some(parsed)
+}
+
+/// `...+0800` as `...+08:00`, `...+08` as `...+08:00`; `None` when the text does not end in
+/// such an offset. (A wrong guess only makes the fast parse fail; the slow ones still run.)
+fn offset_with_colon(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let offset = |sign: usize, digits: usize| {
+        matches!(bytes.get(sign), Some(b'+' | b'-'))
+            && bytes
+                .get(sign + 1..sign + 1 + digits)
+                .is_some_and(|digits| digits.iter().all(u8::is_ascii_digit))
+    };
+    let length = bytes.len();
+    if length > 5 && offset(length - 5, 4) {
+        let (head, minutes) = text.split_at(length - 2);
+        return Some(format!("{head}:{minutes}"));
+    }
+    if length > 3 && offset(length - 3, 2) {
+        return Some(format!("{text}:00"));
+    }
+    None
 }
 
 #[cfg(test)]
