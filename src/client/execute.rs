@@ -48,8 +48,8 @@ impl Operation {
 
 pub(crate) struct SendContext {
     pub idempotency_key: String,
-    pub to: String,
-    pub template_name: String,
+    /// Shared with the caller (a campaign sends it again without copying it).
+    pub request: std::sync::Arc<crate::wire::SendRequest>,
 }
 
 impl SendContext {
@@ -58,8 +58,8 @@ impl SendContext {
     pub(crate) fn unknown(&self, cause: Error, request_id: Option<String>) -> Error {
         Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
             idempotency_key: self.idempotency_key.clone(),
-            to: self.to.clone(),
-            template_name: self.template_name.clone(),
+            to: self.request.to.clone(),
+            template_name: self.request.template.name.clone(),
             request_id,
             cause: Box::new(cause),
         }))
@@ -70,9 +70,9 @@ impl SendContext {
 /// time out, and for a send that would make an outcome unknown for nothing.
 const MIN_ATTEMPT_BUDGET: Duration = Duration::from_millis(50);
 
-/// A decoded 2xx answer.
+/// A 2xx answer: its body, decoded by the operation that asked.
 pub(crate) struct Answer {
-    pub body: Value,
+    pub body: Bytes,
     pub meta: Meta,
 }
 
@@ -278,11 +278,11 @@ impl Client {
         }
     }
 
-    /// One request and its answer: `(status, request id, decoded body)` for a 2xx.
+    /// One request and its answer: `(status, request id, body)` for a 2xx.
     async fn attempt(
         &self,
         request: http::Request<OutgoingBody>,
-    ) -> Result<(u16, Option<String>, Value)> {
+    ) -> Result<(u16, Option<String>, Bytes)> {
         let method = request.method().clone();
         let url = request.uri().clone();
         let limit = self.shared.max_response_bytes;
@@ -305,28 +305,22 @@ impl Client {
                     declared: oversized.declared,
                 });
             }
-            return match serde_json::from_slice::<Value>(&bytes) {
-                Ok(body @ Value::Object(_)) => Ok((status, request_id, body)),
-                Ok(_) => Err(Error::Decode {
-                    message: format!("expected a JSON object from {method} {}", url.path()),
-                    snippet: snippet(&bytes),
-                }),
-                Err(e) => Err(Error::Decode {
-                    message: format!("{method} {} did not answer JSON: {e}", url.path()),
-                    snippet: snippet(&bytes),
-                }),
-            };
+            // Decoded by the operation, which knows what it expects (and, for a send, how to
+            // report an answer it cannot judge).
+            return Ok((status, request_id, bytes));
         }
         let retry_after = headers
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         // An error answer past the size cap keeps its start: its status is what matters.
-        let body = match (oversized, serde_json::from_slice::<Value>(&bytes)) {
-            (None, Ok(json)) => ApiBody::Json(json),
-            _ => ApiBody::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        let (body, mut message) = if oversized.is_some() {
+            let body = ApiBody::Text(String::from_utf8_lossy(&bytes).into_owned());
+            let message = api_message(&body);
+            (body, message)
+        } else {
+            error_body(&bytes)
         };
-        let mut message = api_message(&body);
         if let Some(oversized) = oversized {
             message = format!(
                 "{message} (answer body of {} bytes cut at the {limit}-byte max_response_bytes)",
@@ -376,6 +370,17 @@ fn is_ambiguous(error: &Error) -> bool {
     }
 }
 
+/// A non-2xx answer's body: its JSON when it is JSON, else its text, and the one-line
+/// explanation taken from it.
+pub fn error_body(bytes: &[u8]) -> (ApiBody, String) {
+    let body = match serde_json::from_slice::<Value>(bytes) {
+        Ok(json) => ApiBody::Json(json),
+        Err(_) => ApiBody::Text(String::from_utf8_lossy(bytes).into_owned()),
+    };
+    let message = api_message(&body);
+    (body, message)
+}
+
 /// The explanation in an error body: the spec's `msg`, or the usual alternatives.
 fn api_message(body: &ApiBody) -> String {
     match body {
@@ -393,10 +398,6 @@ fn api_message(body: &ApiBody) -> String {
         ApiBody::Json(_) => String::new(),
         ApiBody::Text(text) => truncate(text.trim(), 200),
     }
-}
-
-fn snippet(bytes: &[u8]) -> String {
-    truncate(&String::from_utf8_lossy(bytes), 200)
 }
 
 /// Masks phone numbers in a log line: a run of 8 to 15 digits, possibly written with `+`,

@@ -25,6 +25,7 @@ pub use retry::{Backoff, RetryObserver};
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
+pub use execute::error_body;
 pub(crate) use execute::{Operation, SendContext};
 
 use crate::error::{Error, Result};
