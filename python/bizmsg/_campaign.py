@@ -14,8 +14,6 @@ the exception is raised with the partial :class:`BulkResult` on its ``bulk_resul
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import operator
 import time
 from collections import Counter
@@ -49,8 +47,6 @@ __all__ = [
     "MessageLike",
     "STATUSES",
 ]
-
-logger = logging.getLogger("bizmsg")
 
 #: Every status an outcome can have, in the order counts are shown.
 STATUSES = ("sent", "rejected", "unknown", "failed", "skipped")
@@ -165,7 +161,7 @@ class BulkResult:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{status}={self.counts[status]}" for status in STATUSES)
-        return (f"BulkResult({len(self.outcomes)} messages: {counts}; "
+        return (f"BulkResult({_count(len(self.outcomes), 'message')}: {counts}; "
                 f"{self.elapsed.total_seconds():.2f}s, {self.rate:,.0f}/s)")
 
 
@@ -253,10 +249,14 @@ class CampaignPlan:
     def __repr__(self) -> str:
         duration = ("unpaced" if self.estimated_duration is None
                     else f"~{self.estimated_duration.total_seconds():,.1f}s")
-        return (f"CampaignPlan({self.total} messages: {self.to_send} to send, "
-                f"{self.invalid_count} invalid, {self.duplicate_count} duplicates; "
-                f"{len(self.senders)} sender(s), {duration}; "
-                f"{len(self.warnings)} warning(s))")
+        return (f"CampaignPlan({_count(self.total, 'message')}: {self.to_send} to send, "
+                f"{self.invalid_count} invalid, {_count(self.duplicate_count, 'duplicate')}; "
+                f"{_count(len(self.senders), 'sender')}, {duration}; "
+                f"{_count(len(self.warnings), 'warning')})")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 #: Messages checked per call into Rust while planning.
@@ -274,8 +274,13 @@ async def aplan(planner: _native.CampaignPlanner,
                 messages: Iterable[MessageLike] | AsyncIterable[MessageLike]) -> CampaignPlan:
     if isinstance(messages, AsyncIterable):
         source = aiter(messages)
-        while chunk := await _take(source, _PLAN_CHUNK):
+        while True:
+            chunk, failure = await _take(source, _PLAN_CHUNK)
             planner.feed(iter(chunk), len(chunk))
+            if failure is not None:
+                raise failure
+            if len(chunk) < _PLAN_CHUNK:
+                break
         return CampaignPlan._from_native(planner.finish())
     return plan(planner, messages)
 
@@ -307,9 +312,10 @@ class _Collector:
             self.outcomes.extend(batch)
         self.counts.update(outcome.status for outcome in batch)
         if self.progress is not None:
-            self.progress.update(len(batch))
+            # The counts first: update() draws the bar, with them.
             self.progress.set_postfix({status: self.counts[status] for status in STATUSES
                                        if self.counts[status]}, refresh=False)
+            self.progress.update(len(batch))
         if self.on_result is not None and self.raised is None:
             self.on_result(batch)
 
@@ -318,7 +324,11 @@ class _Collector:
 
     def result(self) -> BulkResult:
         elapsed = time.monotonic() - self.started
-        outcomes = sorted(self.outcomes, key=_BY_INDEX)
+        outcomes = self.outcomes
+        if self.raised is not None:
+            # A batch whose use was interrupted is handed out again: keep each message once.
+            outcomes = list({outcome.index: outcome for outcome in outcomes}.values())
+        outcomes = sorted(outcomes, key=_BY_INDEX)
         done = self.done or {}
         stopped = done.get("stopped")
         stopped_by = None
@@ -340,8 +350,11 @@ class _Collector:
         """A first interruption stops taking messages; a second abandons those in flight."""
         if self.raised is None:
             self.raised = exc
-            logger.warning("campaign interrupted: no new message is taken; waiting for the "
-                           "messages in flight (interrupt again to abandon them)")
+            import logging  # only here: `import bizmsg` stays free of it
+
+            logging.getLogger("bizmsg").warning(
+                "campaign interrupted: no new message is taken; waiting for the messages in "
+                "flight (interrupt again to abandon them)")
             run.stop(False)
         else:
             run.stop(True)
@@ -381,46 +394,96 @@ def progress_bar(progress: bool, messages: object) -> Any:
     return tqdm(total=total, unit="msg", desc="sending", dynamic_ncols=True)
 
 
-def drive(run: _native.CampaignRun, messages: Iterable[MessageLike],
-          collector: _Collector) -> Iterator[list[SendOutcome]]:
-    """Answers the campaign's events until it is done, yielding each batch of outcomes."""
+Deliver = Callable[[list["SendOutcome"]], object]
+
+
+def drive(run: _native.CampaignRun, messages: Iterable[MessageLike], collector: _Collector,
+          deliver: Deliver) -> Iterator[None]:
+    """Answers the campaign's events until it is done: feeds input, hands each batch of
+    outcomes to ``deliver`` and then yields (so a generator can pass them on).
+
+    An event is acknowledged only once it was used: if KeyboardInterrupt (raised by Python at
+    any bytecode) lands between ``wait`` returning it and its use, the next ``wait`` hands it
+    out again, and no batch of outcomes is lost."""
     source = iter(messages)
+    acknowledged = 0
     while True:
         try:
-            event = run.wait()
+            event = run.wait(acknowledged)
         except KeyboardInterrupt as exc:
             collector.interrupted(exc, run)
             continue
         if event is None:
             return
-        kind, value = event
-        if kind == "input":
-            if collector.raised is not None:
-                run.end_input()
-                continue
-            try:
-                run.feed(source, value)
-            except BaseException as exc:  # the input's own failure, e.g. a DB cursor error
-                collector.interrupted(exc, run)
-                run.end_input()
-        elif kind == "outcomes":
-            yield value
-        elif kind == "warning":
-            collector.warning(value)
-        else:
-            collector.done = value
-            return
+        sequence, kind, value = event
+        try:
+            if kind == "input":
+                _feed(run, source, value, collector)
+            elif kind == "outcomes":
+                deliver(value)
+            elif kind == "warning":
+                collector.warning(value)
+            else:
+                collector.done = value
+                return
+            acknowledged = sequence
+        except BaseException as exc:  # Ctrl-C, or on_result's own exception
+            collector.interrupted(exc, run)
+            continue
+        if kind == "outcomes":
+            yield
+
+
+def _feed(run: _native.CampaignRun, source: Iterator[MessageLike], wanted: int,
+          collector: _Collector) -> None:
+    if collector.raised is not None:
+        run.end_input()
+        return
+    try:
+        run.feed(source, wanted)
+    except BaseException as exc:  # the input's own failure (a DB cursor error), or Ctrl-C
+        collector.interrupted(exc, run)
+        run.end_input()
+
+
+class _StopOnCtrlC:
+    """While a sync ``send_many`` runs on the main thread, Ctrl-C stops the campaign instead of
+    raising KeyboardInterrupt at whatever bytecode Python is at (which could be anywhere: in
+    the driver between two events, in ``on_result``, in the input's generator), and a second
+    Ctrl-C abandons the messages in flight. The KeyboardInterrupt is raised, with the partial
+    result, once the campaign has settled. A handler the application set itself is left alone.
+    """
+
+    def __init__(self, run: _native.CampaignRun, collector: _Collector) -> None:
+        self.run = run
+        self.collector = collector
+        self.previous: Any = None
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self.previous = signal.signal(signal.SIGINT, self._interrupted)
+
+    def _interrupted(self, signum: int, frame: object) -> None:
+        self.collector.interrupted(KeyboardInterrupt(), self.run)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def send_many(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
               on_result: Callable[[list[SendOutcome]], object] | None,
               progress: bool) -> BulkResult:
     collector = _Collector(True, on_result, progress_bar(progress, messages))
-    for batch in drive(run, messages, collector):
-        try:
-            collector.outcomes_arrived(batch)
-        except BaseException as exc:
-            collector.interrupted(exc, run)
+    with _StopOnCtrlC(run, collector):
+        for _ in drive(run, messages, collector, collector.outcomes_arrived):
+            pass
     return collector.finish()
 
 
@@ -428,71 +491,92 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
                    on_result: Callable[[list[SendOutcome]], object] | None,
                    progress: bool) -> Iterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    batches = drive(run, messages, collector)
+    ready: list[SendOutcome] = []
+
+    def deliver(batch: list[SendOutcome]) -> None:
+        collector.outcomes_arrived(batch)
+        ready.extend(batch)
+
+    steps = drive(run, messages, collector, deliver)
     try:
-        for batch in batches:
-            collector.outcomes_arrived(batch)
-            yield from batch
+        for _ in steps:
+            yield from ready
+            ready.clear()
     finally:
         if collector.done is None:
             # The consumer stopped early (break, an exception): stop taking messages and let
             # those in flight settle, so the journal ends consistent.
             run.stop(False)
-            for _ in batches:
+            for _ in steps:
                 pass
     collector.finish()
 
 
 async def adrive(run: _native.CampaignRun,
                  messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
-                 collector: _Collector) -> AsyncIterator[list[SendOutcome]]:
-    """:func:`drive` on an event loop; ``messages`` may be an async iterable."""
+                 collector: _Collector, deliver: Deliver) -> AsyncIterator[None]:
+    """:func:`drive` on an event loop; ``messages`` may be an async iterable, and cancelling
+    the task stops the campaign like Ctrl-C stops a sync one."""
+    import asyncio  # loaded already: this runs on an event loop
+
     source: Iterator[MessageLike] | AsyncIterator[MessageLike]
     if isinstance(messages, AsyncIterable):
         source = aiter(messages)
     else:
         source = iter(messages)
+    acknowledged = 0
     while True:
         try:
-            event = await run.wait_async()
+            event = await run.wait_async(acknowledged)
         except asyncio.CancelledError as exc:
             collector.interrupted(exc, run)
             continue
         if event is None:
             return
-        kind, value = event
-        if kind == "input":
-            if collector.raised is not None:
-                run.end_input()
-                continue
-            try:
-                if isinstance(source, AsyncIterator):
-                    chunk = await _take(source, value)
-                    run.feed(iter(chunk), value)
+        sequence, kind, value = event
+        try:
+            if kind == "input":
+                if isinstance(source, Iterator):
+                    _feed(run, source, value, collector)
+                elif collector.raised is None:
+                    # A chunk shorter than asked for ends the input (feed tells the engine);
+                    # what the input gave before it raised is fed first.
+                    chunk, failure = await _take(source, value)
+                    _feed(run, iter(chunk), value, collector)
+                    if failure is not None:
+                        collector.interrupted(failure, run)
+                        run.end_input()
                 else:
-                    run.feed(source, value)
-            except asyncio.CancelledError as exc:
-                collector.interrupted(exc, run)
+                    run.end_input()
+            elif kind == "outcomes":
+                deliver(value)
+            elif kind == "warning":
+                collector.warning(value)
+            else:
+                collector.done = value
+                return
+            acknowledged = sequence
+        except BaseException as exc:  # cancellation, the input's or on_result's exception
+            collector.interrupted(exc, run)
+            if kind == "input":
                 run.end_input()
-            except BaseException as exc:
-                collector.interrupted(exc, run)
-                run.end_input()
-        elif kind == "outcomes":
-            yield value
-        elif kind == "warning":
-            collector.warning(value)
-        else:
-            collector.done = value
-            return
+            continue
+        if kind == "outcomes":
+            yield
 
 
-async def _take(source: AsyncIterator[MessageLike], limit: int) -> list[MessageLike]:
+async def _take(source: AsyncIterator[MessageLike],
+                limit: int) -> tuple[list[MessageLike], BaseException | None]:
+    """Up to ``limit`` items, and what the iterable raised (the items before it are kept)."""
     chunk: list[MessageLike] = []
-    async for item in source:
-        chunk.append(item)
-        if len(chunk) >= limit:
-            break
-    return chunk
+    try:
+        async for item in source:
+            chunk.append(item)
+            if len(chunk) >= limit:
+                break
+    except BaseException as exc:
+        return chunk, exc
+    return chunk, None
 
 
 async def asend_many(run: _native.CampaignRun,
@@ -500,11 +584,8 @@ async def asend_many(run: _native.CampaignRun,
                      on_result: Callable[[list[SendOutcome]], object] | None,
                      progress: bool) -> BulkResult:
     collector = _Collector(True, on_result, progress_bar(progress, messages))
-    async for batch in adrive(run, messages, collector):
-        try:
-            collector.outcomes_arrived(batch)
-        except BaseException as exc:
-            collector.interrupted(exc, run)
+    async for _ in adrive(run, messages, collector, collector.outcomes_arrived):
+        pass
     return collector.finish()
 
 
@@ -513,15 +594,21 @@ async def asend_many_iter(run: _native.CampaignRun,
                           on_result: Callable[[list[SendOutcome]], object] | None,
                           progress: bool) -> AsyncIterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    batches = adrive(run, messages, collector)
+    ready: list[SendOutcome] = []
+
+    def deliver(batch: list[SendOutcome]) -> None:
+        collector.outcomes_arrived(batch)
+        ready.extend(batch)
+
+    steps = adrive(run, messages, collector, deliver)
     try:
-        async for batch in batches:
-            collector.outcomes_arrived(batch)
-            for outcome in batch:
+        async for _ in steps:
+            for outcome in ready:
                 yield outcome
+            ready.clear()
     finally:
         if collector.done is None:
             run.stop(False)
-            async for _ in batches:
+            async for _ in steps:
                 pass
     collector.finish()

@@ -265,15 +265,22 @@ class SandboxServer:
     def shutdown(self) -> None:
         """Stops the server and returns once its port is closed (idempotent)."""
 
-def model_from_dict(kind: str, data: Any, fallbacks: tuple[int, int] | None = None) -> Any:
-    """Decodes a wire object into the model named ``kind``; ``fallbacks`` are a page's
-    ``(current, size)`` for when the object leaves them out."""
+def model_from_json(kind: str, json: bytes, item_kind: str | None = None,
+                    fallbacks: tuple[int, int] | None = None) -> Any:
+    """Decodes JSON text into the model named ``kind`` (a page's items are ``item_kind``);
+    ``fallbacks`` are a page's ``(current, size)`` for when the object leaves them out."""
+
+def json_loads(json: bytes) -> Any:
+    """JSON text as Python objects, like ``json.loads`` (exact for big integers and floats)."""
 
 def has_next_page(current: int, size: int, items: int, pages: int | None, total: int | None) -> bool:
     """Whether another page may follow (the rule the page stream follows)."""
 
 def is_success_code(code: object, success_codes: list[str]) -> bool:
     """Whether ``code`` is one of ``success_codes``, compared as text."""
+
+def install_logging() -> None:
+    """Installs the bridge from Rust log records to Python's ``logging`` (once)."""
 
 def refresh_logging() -> None:
     """Forgets cached logging levels."""
@@ -296,12 +303,14 @@ class CampaignRun:
     def end_input(self) -> None:
         """Tells the engine the input has ended."""
 
-    def wait(self) -> tuple[str, Any] | None:
-        """The next event (GIL released; Ctrl-C raises here): ``("input", n)``,
-        ``("outcomes", [SendOutcome, ...])``, ``("warning", (kind, message, account_id,
-        sender))`` or ``("done", {"campaign_id", "stopped", "error"})``; ``None`` after done."""
+    def wait(self, acknowledged: int) -> tuple[int, str, Any] | None:
+        """The next event (GIL released; Ctrl-C raises here) as ``(sequence, kind, value)``:
+        ``"input"`` (how many items), ``"outcomes"`` ([SendOutcome, ...]), ``"warning"``
+        ((kind, message, account_id, sender)) or ``"done"`` ({"campaign_id", "stopped",
+        "error"}); ``None`` after done. Events after ``acknowledged`` that were handed out but
+        not used are handed out again first."""
 
-    def wait_async(self) -> Awaitable[tuple[str, Any] | None]:
+    def wait_async(self, acknowledged: int) -> Awaitable[tuple[int, str, Any] | None]:
         """Awaitable :meth:`wait`."""
 
     def stop(self, abandon: bool) -> None:

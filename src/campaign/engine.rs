@@ -34,7 +34,7 @@ use super::platform::{advice, Advice};
 use super::senders::{verdict, Directory, Verdict};
 use crate::client::{CallOptions, Client, Gate};
 use crate::error::{Error, Result, UnknownOutcome};
-use crate::wire::SendResult;
+use crate::wire::{RawJson, Scalar, SendResult};
 
 /// Items asked for at a time.
 const CHUNK: usize = 512;
@@ -215,8 +215,24 @@ impl<P: Send + 'static> Campaign<P> {
 
     /// Stops taking new messages; with `abandon`, also stops waiting for those in flight.
     pub fn stop(&self, abandon: bool) {
+        self.stopper().stop(abandon);
+    }
+
+    /// A handle that stops the campaign from anywhere (a signal handler), without the
+    /// campaign itself.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.control))
+    }
+}
+
+/// Stops a campaign: see [`Campaign::stopper`].
+#[derive(Clone)]
+pub struct Stopper(Arc<Control>);
+
+impl Stopper {
+    pub fn stop(&self, abandon: bool) {
         let wanted = if abandon { ABANDON } else { STOP };
-        self.control.state.send_if_modified(|state| {
+        self.0.state.send_if_modified(|state| {
             let raise = *state < wanted;
             if raise {
                 *state = wanted;
@@ -410,7 +426,9 @@ impl<P: Send + 'static> Engine<P> {
             if self.buffer.len() >= BATCH {
                 self.flush_outcomes();
             }
-            let finished_input = input_done || stopping;
+            // An input request still open is answered (the driver may be feeding it right
+            // now): every item the driver pulled gets an outcome, even after a stop.
+            let finished_input = (input_done || stopping) && !waiting_for_input;
             if finished_input && self.ready.is_empty() && self.inflight.is_empty() {
                 self.flush_outcomes();
                 return Ok(());
@@ -419,9 +437,10 @@ impl<P: Send + 'static> Engine<P> {
                 Some(finished) = self.inflight.next(), if !self.inflight.is_empty() => {
                     self.finish(finished)?;
                 }
-                feed = input.recv(), if waiting_for_input && !stopping => {
+                feed = input.recv(), if waiting_for_input => {
                     waiting_for_input = false;
                     match feed {
+                        Some(Feed::Items(items)) if stopping => self.not_taken(items),
                         Some(Feed::Items(items)) => self.accept(items).await?,
                         Some(Feed::End) | None => input_done = true,
                     }
@@ -512,16 +531,34 @@ impl<P: Send + 'static> Engine<P> {
             }
             raise
         });
-        let note = match index {
-            Some(index) => format!("not sent: the campaign stopped at message #{index}"),
-            None => "not sent: the campaign was interrupted".to_owned(),
-        };
+        let note = self.not_sent_note();
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         self.marked = 0;
         for ready in waiting {
             let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
             outcome.idempotency_key = Some(ready.key);
             // A write error here surfaces at the final flush.
+            let _ = self.record_quietly(outcome);
+        }
+    }
+
+    /// Why messages were not sent, once the campaign stopped.
+    fn not_sent_note(&self) -> String {
+        match self.stopped.as_ref().and_then(|stop| stop.index) {
+            Some(index) => format!("not sent: the campaign stopped at message #{index}"),
+            None => "not sent: the campaign was interrupted".to_owned(),
+        }
+    }
+
+    /// Items fed after the campaign stopped: each gets its outcome (failed when it is not a
+    /// valid message, else skipped), none is sent.
+    fn not_taken(&mut self, items: Vec<Input<P>>) {
+        let note = self.not_sent_note();
+        for item in items {
+            let outcome = match item.message {
+                Err(error) => Outcome::failed(item.index, item.payload, error),
+                Ok(_) => Outcome::skipped(item.index, item.payload, note.clone()),
+            };
             let _ = self.record_quietly(outcome);
         }
     }
@@ -632,10 +669,10 @@ impl<P: Send + 'static> Engine<P> {
                 );
                 return self.record(Outcome::failed(index, payload, error));
             }
-            self.seen.entry(prepared.fingerprint).or_insert(index);
             key = row.key.clone().or(key);
             match row.state {
                 State::Sent | State::Rejected => {
+                    self.seen.entry(prepared.fingerprint).or_insert(index);
                     let status = if row.state == State::Sent {
                         "sent"
                     } else {
@@ -652,6 +689,7 @@ impl<P: Send + 'static> Engine<P> {
                     return Ok(());
                 }
                 State::Dispatched | State::Unknown if !self.options.resend_unknown => {
+                    self.seen.entry(prepared.fingerprint).or_insert(index);
                     let key = key.unwrap_or_default();
                     let mut outcome = Outcome::new(index, payload, Status::Unknown);
                     outcome.error = Some(in_doubt(&prepared, &key));
@@ -664,17 +702,31 @@ impl<P: Send + 'static> Engine<P> {
                     self.buffer.push(outcome);
                     return Ok(());
                 }
-                // In doubt and to be re-sent (same key), or never sent: send.
+                // In doubt and to be re-sent (same key), never sent, or skipped: on to the
+                // same duplicate check as new messages (a duplicate skipped by an earlier run
+                // is skipped again, never sent).
                 _ => {}
             }
-        } else if self.options.dedupe {
-            if let Some(original) = self.seen.get(&prepared.fingerprint) {
-                let mut outcome =
-                    Outcome::skipped(index, payload, format!("duplicate of message #{original}"));
-                outcome.duplicate_of = Some(*original);
-                return self.record(outcome);
+        }
+        if self.options.dedupe {
+            match self.seen.entry(prepared.fingerprint) {
+                std::collections::hash_map::Entry::Occupied(original)
+                    if *original.get() != index =>
+                {
+                    let original = *original.get();
+                    let mut outcome = Outcome::skipped(
+                        index,
+                        payload,
+                        format!("duplicate of message #{original}"),
+                    );
+                    outcome.duplicate_of = Some(original);
+                    return self.record(outcome);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {}
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(index);
+                }
             }
-            self.seen.insert(prepared.fingerprint, index);
         }
         let limiter = match self.check_sender(&prepared) {
             Ok(limiter) => limiter,
@@ -876,7 +928,7 @@ async fn attempt(
             batch.admit().await;
         }
         let result = client
-            .send_request(prepared.request.clone(), key.clone(), call)
+            .send_encoded(&prepared.request, prepared.body.clone(), key.clone(), call)
             .await;
         let code = match &result {
             Err(Error::SendRejected(rejected)) => rejected.result.code_string(),
@@ -886,7 +938,7 @@ async fn attempt(
         match advised {
             Some(Advice::StopCampaign) => {
                 let reason = format!(
-                    "the platform answered code {} ({}); it asks to stop sending and alert a                      person",
+                    "the platform answered code {} ({}); it asks to stop sending and alert a person",
                     code.unwrap_or_default(),
                     rejected_msg(&result)
                 );
@@ -907,7 +959,8 @@ async fn attempt(
         }
         log::warn!(
             target: "bizmsg",
-            "campaign: message to {} rejected with code {} (temporary); sending it again,              retry {retries} of {max_retries}",
+            "campaign: message to {} rejected with code {} (temporary); sending it again, retry \
+             {retries} of {max_retries}",
             crate::validate::mask_phone(&prepared.request.to),
             code.unwrap_or_default()
         );
@@ -983,12 +1036,7 @@ fn row_of<P>(outcome: &Outcome<P>) -> Row {
         Status::Failed => State::Failed,
         Status::Skipped => State::Skipped,
     };
-    let text = |value: &Option<serde_json::Value>| {
-        value.as_ref().map(|value| match value {
-            serde_json::Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-    };
+    let text = |value: &Option<Scalar>| value.as_ref().map(|value| value.text().to_owned());
     let result = outcome.result.as_ref();
     Row {
         index: outcome.index,
@@ -1004,7 +1052,8 @@ fn row_of<P>(outcome: &Outcome<P>) -> Row {
     }
 }
 
-/// The send result an earlier run recorded.
+/// The send result an earlier run recorded (as text: the journal keeps `smsId`, `code` and
+/// `msg`, not their JSON types).
 fn recorded_result(row: &Row) -> SendResult {
     let mut wire = serde_json::Map::new();
     let mut put = |name: &str, value: &Option<String>| {
@@ -1016,11 +1065,146 @@ fn recorded_result(row: &Row) -> SendResult {
     put("code", &row.code);
     put("msg", &row.msg);
     SendResult {
-        sms_id: row.sms_id.clone().map(serde_json::Value::String),
+        sms_id: row.sms_id.clone().map(Scalar::Text),
         status: None,
-        code: row.code.clone().map(serde_json::Value::String),
+        code: row.code.clone().map(Scalar::Text),
         msg: row.msg.clone(),
         ok: row.state == State::Sent,
-        wire,
+        wire: RawJson(serde_json::to_vec(&wire).unwrap_or_default().into()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::api::SendMessage;
+    use crate::client::{ClientConfig, TokenSource};
+    use crate::sandbox::{Sandbox, SandboxConfig};
+
+    fn message(to: &str, from: &str) -> SendMessage {
+        SendMessage {
+            to: to.into(),
+            from: from.into(),
+            template_name: "order_update".into(),
+            parameters: serde_json::json!(["A-1"]),
+            language: "en".into(),
+        }
+    }
+
+    /// Runs a campaign over `messages` to the end; its outcomes by index.
+    async fn run(client: &Client, options: Options, messages: &[SendMessage]) -> Vec<Outcome<()>> {
+        let mut campaign =
+            Campaign::start(client.clone(), options, &tokio::runtime::Handle::current()).unwrap();
+        let mut pending: std::collections::VecDeque<Input<()>> = messages
+            .iter()
+            .enumerate()
+            .map(|(index, message)| Input {
+                index: index as u64,
+                payload: (),
+                message: Prepared::new(message, None),
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        while let Some(event) = campaign.next_event().await {
+            match event {
+                Event::NeedInput(wanted) => {
+                    let chunk: Vec<Input<()>> =
+                        pending.drain(..wanted.min(pending.len())).collect();
+                    if chunk.is_empty() {
+                        campaign.end_input();
+                    } else {
+                        campaign.feed(chunk);
+                    }
+                }
+                Event::Outcomes(batch) => outcomes.extend(batch),
+                Event::Warning(_) => {}
+                Event::Done(summary) => {
+                    assert!(summary.error.is_none(), "{:?}", summary.error);
+                    break;
+                }
+            }
+        }
+        outcomes.sort_by_key(|outcome| outcome.index);
+        outcomes
+    }
+
+    async fn setup() -> (Sandbox, Client, String) {
+        let sandbox = Sandbox::start(SandboxConfig::default()).await.unwrap();
+        let client = Client::new(ClientConfig::new(
+            sandbox.base_url(),
+            TokenSource::Static(sandbox.token()),
+        ))
+        .unwrap();
+        let page = client
+            .list_business_phone_numbers(
+                crate::api::PageRequest::new(1, 1).unwrap(),
+                &CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        let sender = page.value.data[0].display_phone_number.clone().unwrap();
+        (sandbox, client, sender)
+    }
+
+    fn statuses(outcomes: &[Outcome<()>]) -> Vec<&'static str> {
+        outcomes.iter().map(|o| o.status.as_str()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_message_has_one_outcome_in_input_order() {
+        let (sandbox, client, sender) = setup().await;
+        let mut messages: Vec<SendMessage> = (0..700)
+            .map(|i| message(&format!("86138{i:08}"), &sender))
+            .collect();
+        messages.push(message("12", &sender));
+        messages.push(message("8613800000003", &sender));
+        let outcomes = run(&client, Options::default(), &messages).await;
+        assert_eq!(outcomes.len(), 702);
+        assert!(outcomes
+            .iter()
+            .enumerate()
+            .all(|(i, o)| o.index == i as u64));
+        assert_eq!(outcomes[700].status, Status::Failed);
+        assert_eq!(outcomes[701].duplicate_of, Some(3));
+        assert_eq!(sandbox.stats().accepted, 700);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rerun_with_the_journal_sends_nothing_twice() {
+        // Regression: a duplicate the first run skipped was sent by the second run, because
+        // its journal row ("skipped") skipped the duplicate check.
+        let (sandbox, client, sender) = setup().await;
+        let dir = std::env::temp_dir().join(format!("bizmsg-engine-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = Options {
+            journal: Some(dir.join("c.db")),
+            ..Options::default()
+        };
+        let same = message("8613800138000", &sender);
+        let messages = vec![same.clone(), same, message("8613800138001", &sender)];
+        let first = run(&client, options.clone(), &messages).await;
+        assert_eq!(statuses(&first), ["sent", "skipped", "sent"]);
+        let second = run(&client, options, &messages).await;
+        assert_eq!(statuses(&second), ["skipped", "skipped", "skipped"]);
+        assert_eq!(second[1].duplicate_of, Some(0));
+        assert_eq!(sandbox.stats().accepted, 2, "each message committed once");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_campaign_id_gives_every_run_the_same_keys() {
+        let (sandbox, client, sender) = setup().await;
+        let options = Options {
+            campaign_id: Some("spring".into()),
+            ..Options::default()
+        };
+        let messages = vec![message("8613800138000", &sender)];
+        let first = run(&client, options.clone(), &messages).await;
+        let second = run(&client, options, &messages).await;
+        assert_eq!(first[0].idempotency_key, second[0].idempotency_key);
+        assert_eq!(statuses(&second), ["sent"]);
+        // The second run's send was answered from the key: nothing went out twice.
+        assert_eq!((sandbox.stats().accepted, sandbox.stats().replayed), (1, 1));
     }
 }

@@ -1,6 +1,9 @@
 //! A campaign's messages as the engine takes them: in input order, each validated (or with the
 //! reason it is not) and fingerprinted by its content.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::api::SendMessage;
@@ -18,10 +21,12 @@ pub struct Input<P> {
     pub message: Result<Prepared>,
 }
 
-/// A validated message.
+/// A validated message, encoded once for all its attempts.
 #[derive(Clone, Debug)]
 pub struct Prepared {
-    pub request: SendRequest,
+    pub request: Arc<SendRequest>,
+    /// The JSON body of its requests.
+    pub body: Bytes,
     /// The caller's `Idempotency-Key` for this message, checked.
     pub key: Option<String>,
     pub fingerprint: Fingerprint,
@@ -36,7 +41,8 @@ impl Prepared {
         }
         let fingerprint = Fingerprint::of(&request);
         Ok(Prepared {
-            request,
+            body: crate::api::encode(&request)?,
+            request: Arc::new(request),
             key,
             fingerprint,
         })

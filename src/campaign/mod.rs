@@ -19,7 +19,7 @@ mod plan;
 mod platform;
 mod senders;
 
-pub use engine::{Campaign, Event, Options, Stop, Summary, Warning};
+pub use engine::{Campaign, Event, Options, Stop, Stopper, Summary, Warning};
 pub use keys::KeySource;
 pub use message::{not_a_message, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};

@@ -275,11 +275,9 @@ mod tests {
                  "qualityRating": "RED", "throughput": "STANDARD", "bizAccountId": "A1"}
             ]
         });
-        let serde_json::Value::Object(object) = account else {
-            unreachable!()
-        };
         let mut directory = Directory::default();
-        directory.add(&BusinessAccount::from_wire(object).unwrap());
+        let body = bytes::Bytes::from(account.to_string());
+        directory.add(&BusinessAccount::from_json(body).unwrap());
         directory
     }
 

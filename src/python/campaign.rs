@@ -9,7 +9,7 @@ use std::sync::Arc;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 
 use super::args::{text, type_name};
 use super::completion::awaitable;
@@ -28,6 +28,62 @@ pub(crate) struct CampaignRun {
     run: Arc<tokio::sync::Mutex<Run>>,
     /// Position of the next input item.
     next_index: AtomicU64,
+    delivery: Arc<std::sync::Mutex<Delivery>>,
+    /// Stops the campaign without its lock (which `wait` holds while it waits, and a signal
+    /// handler runs inside `wait`).
+    stopper: crate::campaign::Stopper,
+}
+
+/// Events handed to the driver and not yet acknowledged. Python may raise KeyboardInterrupt
+/// between `wait()` returning an event and the driver using it (a signal handler runs at the
+/// next bytecode): the event is then handed out again by the next `wait()`, so no batch of
+/// outcomes is ever lost.
+#[derive(Default)]
+struct Delivery {
+    unacknowledged: std::collections::VecDeque<(u64, Py<PyAny>)>,
+    sequence: u64,
+}
+
+impl Delivery {
+    /// Forgets events up to `acknowledged`; the oldest one left, to hand out again.
+    fn pending(&mut self, py: Python<'_>, acknowledged: u64) -> Option<Py<PyAny>> {
+        while self
+            .unacknowledged
+            .front()
+            .is_some_and(|(sequence, _)| *sequence <= acknowledged)
+        {
+            self.unacknowledged.pop_front();
+        }
+        self.unacknowledged
+            .front()
+            .map(|(_, event)| event.clone_ref(py))
+    }
+
+    /// Keeps a new event, as `(sequence, kind, value)`, until acknowledged; returns the oldest
+    /// event not acknowledged (the new one, unless an earlier one was never used: an async
+    /// wait cancelled after its event arrived keeps it, and the next wait must hand that one
+    /// out first, or acknowledging the newer one would drop it).
+    fn keep(&mut self, py: Python<'_>, event: Option<Event<Py<PyAny>>>) -> PyResult<Py<PyAny>> {
+        if let Some((kind, value)) = event_to_py(py, event)? {
+            self.sequence += 1;
+            let numbered = (self.sequence, kind, value)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind();
+            self.unacknowledged.push_back((self.sequence, numbered));
+        }
+        // After `done` (no new event), what was kept still comes first.
+        Ok(self
+            .unacknowledged
+            .front()
+            .map_or_else(|| py.None(), |(_, event)| event.clone_ref(py)))
+    }
+}
+
+fn lock_delivery(delivery: &std::sync::Mutex<Delivery>) -> std::sync::MutexGuard<'_, Delivery> {
+    delivery
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl CampaignRun {
@@ -38,8 +94,10 @@ impl CampaignRun {
         let runtime = runtime()?;
         let run = Campaign::start(client, options, runtime.handle())?;
         Ok(CampaignRun {
+            stopper: run.stopper(),
             run: Arc::new(tokio::sync::Mutex::new(run)),
             next_index: AtomicU64::new(0),
+            delivery: Arc::default(),
         })
     }
 }
@@ -53,10 +111,16 @@ impl CampaignRun {
         let mut iterator = items.cast::<PyIterator>()?.clone();
         let mut inputs = Vec::with_capacity(limit);
         let mut ended = false;
+        // An exception from the input is raised after the items pulled before it were handed
+        // over: each of them gets its outcome.
+        let mut raised = None;
         while inputs.len() < limit {
             match iterator.next() {
-                Some(item) => {
-                    let item = item?;
+                Some(Err(error)) => {
+                    raised = Some(error);
+                    break;
+                }
+                Some(Ok(item)) => {
                     let index = self.next_index.fetch_add(1, Ordering::Relaxed);
                     inputs.push(Input {
                         index,
@@ -78,7 +142,10 @@ impl CampaignRun {
         if ended {
             run.end_input();
         }
-        Ok(taken)
+        match raised {
+            Some(error) => Err(error),
+            None => Ok(taken),
+        }
     }
 
     /// Tells the engine the input has ended (an async iterator's end, seen in Python).
@@ -88,31 +155,45 @@ impl CampaignRun {
     }
 
     /// The next event, waiting with the GIL released (Ctrl-C raises KeyboardInterrupt here):
-    /// `("input", n)`, `("outcomes", [SendOutcome, ...])`, `("warning", (kind, message,
-    /// account_id, sender))` or `("done", {...})`; `None` after done.
-    fn wait(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    /// `(sequence, kind, value)` with kind `"input"` (value: how many items), `"outcomes"` (a
+    /// list of SendOutcome), `"warning"` ((kind, message, account_id, sender)) or `"done"` (a
+    /// dict); `None` after done. `acknowledged` is the sequence of the last event the driver
+    /// used: an event after it that was handed out but not used is handed out again first.
+    fn wait(&self, py: Python<'_>, acknowledged: u64) -> PyResult<Py<PyAny>> {
+        if let Some(event) = lock_delivery(&self.delivery).pending(py, acknowledged) {
+            return Ok(event);
+        }
         let run = Arc::clone(&self.run);
         match wait(py, async move { Ok(run.lock().await.next_event().await) }) {
-            Waited::Done(Ok(event)) => event_to_py(py, event),
+            Waited::Done(Ok(event)) => lock_delivery(&self.delivery).keep(py, event),
             Waited::Done(Err(error)) => Err(to_py(py, error)),
             Waited::Interrupted(interrupt) => Err(interrupt),
         }
     }
 
     /// Awaitable `wait`.
-    fn wait_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn wait_async<'py>(&self, py: Python<'py>, acknowledged: u64) -> PyResult<Bound<'py, PyAny>> {
+        let pending = lock_delivery(&self.delivery).pending(py, acknowledged);
         let run = Arc::clone(&self.run);
+        let delivery = Arc::clone(&self.delivery);
         awaitable(py, async move {
-            let event = run.lock().await.next_event().await;
-            Reply::new(move |py| event_to_py(py, event))
+            let event = match pending {
+                Some(event) => Err(event),
+                None => Ok(run.lock().await.next_event().await),
+            };
+            // Built even if the awaiting task was cancelled meanwhile: the event is then kept
+            // and handed out by the next wait, not lost with the cancelled call.
+            Reply::even_if_cancelled(move |py| match event {
+                Err(pending) => Ok(pending),
+                Ok(event) => lock_delivery(&delivery).keep(py, event),
+            })
         })
     }
 
     /// Stops taking new messages; `abandon` also stops waiting for those in flight (they are
-    /// reported unknown).
-    fn stop(&self, py: Python<'_>, abandon: bool) -> PyResult<()> {
-        self.run.blocking_lock_or_try(py)?.stop(abandon);
-        Ok(())
+    /// reported unknown). Safe from a signal handler.
+    fn stop(&self, abandon: bool) {
+        self.stopper.stop(abandon);
     }
 }
 
@@ -142,8 +223,8 @@ fn prepare<'py>(py: Python<'py>, item: &Bound<'py, PyAny>) -> Result<Prepared, E
             field(intern!(py, "template")),
             field(intern!(py, "idempotency_key")),
         )
-    } else if let Ok(mapping) = item.cast::<PyDict>() {
-        let get = |name: &str| mapping.get_item(name).ok().flatten();
+    } else if let Ok(mapping) = item.cast::<PyMapping>() {
+        let get = |name: &str| mapping.get_item(name).ok();
         let template = match get("template") {
             Some(template) => Some(template),
             // Flat: name, parameters and language beside to and from.
@@ -188,8 +269,8 @@ fn template_parts<'py>(
     template: &Bound<'py, PyAny>,
 ) -> Result<TemplateParts<'py>, Error> {
     let part = |name: &Bound<'py, PyString>, field: &str| -> Result<Bound<'py, PyAny>, Error> {
-        let value = match template.cast::<PyDict>() {
-            Ok(mapping) => mapping.get_item(name).ok().flatten(),
+        let value = match template.cast::<PyMapping>() {
+            Ok(mapping) => mapping.get_item(name).ok(),
             Err(_) => template.getattr(name).ok(),
         };
         value.ok_or_else(|| Error::validation(field, "is missing"))
@@ -215,29 +296,35 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
     })
 }
 
-fn event_to_py(py: Python<'_>, event: Option<Event<Py<PyAny>>>) -> PyResult<Py<PyAny>> {
+/// An event as `(kind, value)` Python objects; `None` after the campaign is done.
+fn event_to_py<'py>(
+    py: Python<'py>,
+    event: Option<Event<Py<PyAny>>>,
+) -> PyResult<Option<(Bound<'py, PyString>, Bound<'py, PyAny>)>> {
     let Some(event) = event else {
-        return Ok(py.None());
+        return Ok(None);
     };
-    let tuple: Bound<'_, PyTuple> = match event {
-        Event::NeedInput(wanted) => (intern!(py, "input"), wanted).into_pyobject(py)?,
+    let kind = |name: &str| PyString::new(py, name);
+    Ok(Some(match event {
+        Event::NeedInput(wanted) => (kind("input"), wanted.into_pyobject(py)?.into_any()),
         Event::Outcomes(outcomes) => {
             let list = PyList::empty(py);
             for outcome in outcomes {
                 list.append(Bound::new(py, SendOutcome::new(outcome))?)?;
             }
-            (intern!(py, "outcomes"), list).into_pyobject(py)?
+            (kind("outcomes"), list.into_any())
         }
         Event::Warning(warning) => (
-            intern!(py, "warning"),
+            kind("warning"),
             (
                 warning.kind,
                 warning.message,
                 warning.account_id,
                 warning.sender,
-            ),
-        )
-            .into_pyobject(py)?,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+        ),
         Event::Done(summary) => {
             let done = PyDict::new(py);
             done.set_item("campaign_id", summary.campaign_id)?;
@@ -250,10 +337,9 @@ fn event_to_py(py: Python<'_>, event: Option<Event<Py<PyAny>>>) -> PyResult<Py<P
                 None => py.None(),
             };
             done.set_item("error", error)?;
-            (intern!(py, "done"), done).into_pyobject(py)?
+            (kind("done"), done.into_any())
         }
-    };
-    Ok(tuple.into_any().unbind())
+    }))
 }
 
 /// What became of one message of a campaign.
@@ -354,11 +440,8 @@ impl SendOutcome {
         record.set_item(intern!(py, "ok"), self.ok())?;
         record.set_item(intern!(py, "idempotency_key"), self.idempotency_key())?;
         let result = self.outcome.result.as_ref();
-        let scalar = |value: Option<&serde_json::Value>| -> PyResult<Py<PyAny>> {
-            match value {
-                Some(value) => Ok(convert::value_to_py(py, value)?.unbind()),
-                None => Ok(py.None()),
-            }
+        let scalar = |value: Option<&crate::wire::Scalar>| -> PyResult<Py<PyAny>> {
+            Ok(convert::scalar_to_py(py, value)?.unbind())
         };
         record.set_item(
             intern!(py, "sms_id"),
@@ -390,10 +473,10 @@ impl SendOutcome {
             self.outcome.status.as_str()
         );
         if let Some(sms_id) = self.outcome.result.as_ref().and_then(|r| r.sms_id.as_ref()) {
-            text.push_str(&format!(", sms_id={sms_id}"));
+            text.push_str(&format!(", sms_id={:?}", sms_id.text()));
         }
         if let Some(code) = self.outcome.result.as_ref().and_then(|r| r.code.as_ref()) {
-            text.push_str(&format!(", code={code}"));
+            text.push_str(&format!(", code={:?}", code.text()));
         }
         if let Some(original) = self.outcome.duplicate_of {
             text.push_str(&format!(", duplicate_of={original}"));

@@ -113,6 +113,9 @@ impl Queue {
                 .and_then(|done| done.is_truthy())
                 .unwrap_or(true)
             {
+                if reply.even_if_cancelled {
+                    let _ = reply.build(py);
+                }
                 continue;
             }
             let _ = match reply.build(py) {

@@ -365,13 +365,30 @@ impl ContextExt for BizmsgRuntime {
 /// A result waiting to become a Python object (or exception) once the GIL is held.
 type BuildReply = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 
-pub(crate) struct Reply(BuildReply);
+pub(crate) struct Reply {
+    build: BuildReply,
+    /// Built even when the call was cancelled before its result was delivered (for a reply
+    /// whose building has an effect that must not be lost).
+    pub(crate) even_if_cancelled: bool,
+}
 
 impl Reply {
     pub(crate) fn new(
         build: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static,
     ) -> Self {
-        Reply(Box::new(build))
+        Reply {
+            build: Box::new(build),
+            even_if_cancelled: false,
+        }
+    }
+
+    pub(crate) fn even_if_cancelled(
+        build: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static,
+    ) -> Self {
+        Reply {
+            build: Box::new(build),
+            even_if_cancelled: true,
+        }
     }
 }
 
@@ -379,7 +396,7 @@ impl Reply {
     /// The Python object (or exception) of the reply. A panic while building it becomes the
     /// call's InternalError instead of leaving the awaiting coroutine waiting forever.
     pub(crate) fn build(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        match std::panic::catch_unwind(AssertUnwindSafe(|| (self.0)(py))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| (self.build)(py))) {
             Ok(built) => built,
             Err(panic) => Err(super::errors::to_py(
                 py,
