@@ -115,6 +115,10 @@ pub fn language(value: &str) -> Result<String> {
 pub fn parameters(value: &Value) -> Result<String> {
     let refuse = |message: String| Err(Error::validation("template.parameters", message));
     match value {
+        // The service refuses a blank parameters string (a failed commit): refused here first.
+        Value::String(text) if text.trim().is_empty() => refuse(
+            "must not be empty; use a list ([]) for a template without parameters".to_owned(),
+        ),
         Value::String(text) => Ok(text.clone()),
         Value::Array(items) => match items.iter().enumerate().find(|(_, item)| !item.is_string()) {
             None => Ok(value.to_string()),
@@ -301,6 +305,9 @@ mod tests {
         assert!(message(json!(["A-1", null])).contains("parameters[1] is None (null)"));
         assert!(message(json!({"k": ["v"]})).contains("parameters[\"k\"] is a list"));
         assert!(message(json!(3)).contains("not a number (3)"));
+        // Regression: "" passed here and was refused by the service (1006).
+        assert!(message(json!(" ")).contains("must not be empty"));
+        assert_eq!(parameters(&json!([])).unwrap(), "[]");
     }
 
     #[test]

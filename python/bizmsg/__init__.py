@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import _logging
 from ._client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -17,15 +19,6 @@ from ._client import (
     Client,
     Timeout,
 )
-from ._campaign import (
-    AccountPlan,
-    BulkResult,
-    CampaignPlan,
-    CampaignWarning,
-    Message,
-    SenderPlan,
-)
-from ._frames import to_pandas
 from ._native import SendOutcome, __version__
 from .errors import (
     APIError,
@@ -111,3 +104,41 @@ __all__ = [
 
 refresh_logging = _logging.refresh_logging
 _logging.configure_from_env()
+
+if TYPE_CHECKING:
+    from ._campaign import (
+        AccountPlan,
+        BulkResult,
+        CampaignPlan,
+        CampaignWarning,
+        Message,
+        SenderPlan,
+    )
+    from ._frames import to_pandas
+
+# Campaigns and pandas are imported when first used, not by `import bizmsg` (which must stay
+# cheap: a CLI call or a serverless cold start pays for it).
+_LAZY = {
+    "Message": "._campaign",
+    "BulkResult": "._campaign",
+    "CampaignWarning": "._campaign",
+    "CampaignPlan": "._campaign",
+    "SenderPlan": "._campaign",
+    "AccountPlan": "._campaign",
+    "to_pandas": "._frames",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bizmsg' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

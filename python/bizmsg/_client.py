@@ -7,7 +7,6 @@ validates, sends, retries and decodes. Resources are attributes, as in the best 
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from collections.abc import (
@@ -21,10 +20,19 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    TypeVar,
+    Union,
+    cast,
+    overload,
+)
 
-from . import _campaign, _native
-from ._campaign import BulkResult, CampaignPlan, MessageLike
+from . import _logging, _native
 from .errors import BizmsgError, ConfigurationError
 from .models import (
     BusinessAccount,
@@ -34,6 +42,9 @@ from .models import (
     Template,
     TemplateParameters,
 )
+
+if TYPE_CHECKING:
+    from ._campaign import BulkResult, CampaignPlan, MessageLike
 
 __all__ = [
     "Client",
@@ -142,6 +153,12 @@ class _BaseClient:
         return f"{type(self).__name__}(base_url={self.base_url!r}, token=<redacted>)"
 
 
+def _is_async_callable(token: object) -> bool:
+    import inspect  # only for token callables: `import bizmsg` stays free of it
+
+    return inspect.iscoroutinefunction(token)
+
+
 def _native_client(
     token: Any,
     base_url: str | None,
@@ -157,11 +174,12 @@ def _native_client(
     is_async: bool,
 ) -> _native.NativeClient:
     token, base_url, resolved = _resolve(token, base_url, timeout)
-    if not is_async and inspect.iscoroutinefunction(token):
+    if not is_async and callable(token) and _is_async_callable(token):
         raise ConfigurationError(
             "Client needs a plain token callable; use AsyncClient for an async one"
         )
     codes = None if success_codes is None else _codes(success_codes)
+    _logging.ensure_installed()
     # A level set on the "bizmsg" logger since the last client applies from this one on.
     _native.refresh_logging()
     return _native.NativeClient(
@@ -425,6 +443,8 @@ class Messages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries,
         )
+        from . import _campaign
+
         return _campaign.send_many(run, messages, on_result=on_result, progress=progress)
 
     def plan(
@@ -440,6 +460,8 @@ class Messages(_Resource):
             None if rate_limit is None else float(rate_limit), pace, dedupe,
             _timeout_arg(timeout), max_retries,
         )
+        from . import _campaign
+
         return _campaign.plan(planner, messages)
 
     def send_many_iter(
@@ -459,6 +481,8 @@ class Messages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries,
         )
+        from . import _campaign
+
         return _campaign.send_many_iter(run, messages, on_result=on_result, progress=progress)
 
     @overload
@@ -557,6 +581,8 @@ class AsyncMessages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries,
         )
+        from . import _campaign
+
         return await _campaign.asend_many(run, messages, on_result=on_result, progress=progress)
 
     async def plan(
@@ -569,6 +595,8 @@ class AsyncMessages(_Resource):
             None if rate_limit is None else float(rate_limit), pace, dedupe,
             _timeout_arg(timeout), max_retries,
         )
+        from . import _campaign
+
         return await _campaign.aplan(planner, messages)
 
     def send_many_iter(
@@ -587,6 +615,8 @@ class AsyncMessages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries,
         )
+        from . import _campaign
+
         return _campaign.asend_many_iter(run, messages, on_result=on_result, progress=progress)
 
     @overload

@@ -108,7 +108,9 @@ class ConnectError(TransportError):
 
 
 class TimeoutError(TransportError, builtins.TimeoutError):
-    """A timeout elapsed (connect, read or total). Also a builtin ``TimeoutError``."""
+    """A timeout elapsed: ``read`` (one attempt) or ``total`` (the whole call). Also a builtin
+    ``TimeoutError``. A connection that could not be made within ``connect`` is a
+    :class:`ConnectError` instead: the request provably never left."""
 
 
 class ConnectionBrokenError(TransportError):
@@ -240,9 +242,10 @@ class SendRejectedError(BizmsgError):
 
 class CampaignError(BizmsgError):
     """A campaign could not go on safely as a whole (per-message problems are outcomes, never
-    this): its journal is unusable or belongs to another campaign, or the sender lookup of
-    ``pace="auto"`` failed. Raised with the partial :class:`~bizmsg.BulkResult` on
-    ``bulk_result`` when some messages were already handled."""
+    this): its journal is unusable, was written by another version, or belongs to another
+    campaign. Raised with the partial :class:`~bizmsg.BulkResult` on ``bulk_result``. (When the
+    sender lookup of ``pace="auto"`` fails before anything is sent, that call's own error is
+    raised, e.g. :class:`ServerError`.)"""
 
 
 class InternalError(BizmsgError):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from . import _native
+from . import _logging, _native
 from ._client import AsyncClient, Client
 
 __all__ = ["Sandbox", "Fault"]
@@ -93,6 +93,7 @@ class Sandbox:
         elif seed_data is not None:
             with open(seed_data, encoding="utf-8") as file:
                 data = file.read()
+        _logging.ensure_installed()
         self._server = _native.SandboxServer(
             host, port, seed, list(tenants), accounts_per_tenant,
             (int(numbers_per_account[0]), int(numbers_per_account[1])), float(delay),

@@ -548,9 +548,7 @@ fn send_reply(
 ) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
     if raw {
-        return Ok(convert::map_to_dict(py, &response.value.wire)?
-            .into_any()
-            .unbind());
+        return Ok(convert::json_to_py(py, response.value.wire.as_bytes())?.unbind());
     }
     Ok(convert::send_result(py, &response.value, Some(&response.meta))?.unbind())
 }

@@ -40,7 +40,7 @@ impl SandboxServer {
         numbers_per_account: (usize, usize),
         delay: f64,
         enforce_limits: bool,
-        max_logged_requests: Option<usize>,
+        max_logged_requests: Option<i64>,
         seed_data: Option<String>,
     ) -> PyResult<Self> {
         let config = || -> Result<SandboxConfig, Error> {
@@ -70,7 +70,15 @@ impl SandboxServer {
                 numbers_per_account,
                 delay: seconds("delay", delay)?,
                 enforce_limits,
-                max_logged_requests,
+                max_logged_requests: match max_logged_requests {
+                    None => None,
+                    Some(n) => Some(usize::try_from(n).map_err(|_| {
+                        Error::validation(
+                            "max_logged_requests",
+                            format!("must be 0 or more (or None: all), got {n}"),
+                        )
+                    })?),
+                },
                 fault_seed: seed,
                 data: match &seed_data {
                     Some(text) => Some(

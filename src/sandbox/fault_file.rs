@@ -27,14 +27,8 @@ pub struct FaultPlan {
 #[serde(deny_unknown_fields)]
 struct File {
     seed: Option<u64>,
-    faults: BTreeMap<String, OneOrMany>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(Spec),
-    Many(Vec<Spec>),
+    /// Routes in file order (serde_json keeps object order here): faults queue as written.
+    faults: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `times`: absent is 1, `null` is "every matching request".
@@ -91,12 +85,16 @@ impl FaultPlan {
         let mut faults = Vec::new();
         for (route_name, specs) in file.faults {
             let route: Route = route_name.parse()?;
+            // One fault or a list of them; each read on its own, so a refusal names its place
+            // and the field (an unknown one is named with the fields there are).
             let specs = match specs {
-                OneOrMany::One(spec) => vec![spec],
-                OneOrMany::Many(specs) => specs,
+                serde_json::Value::Array(specs) => specs,
+                one => vec![one],
             };
             for (position, spec) in specs.into_iter().enumerate() {
                 let at = format!("faults.{route_name}[{position}]");
+                let spec: Spec =
+                    serde_json::from_value(spec).map_err(|e| format!("fault file: {at}: {e}"))?;
                 if !spec.delay.is_finite() || spec.delay < 0.0 {
                     return Err(format!("{at}: delay must be 0 or more seconds"));
                 }
@@ -144,19 +142,21 @@ mod tests {
         .unwrap();
         assert_eq!(plan.seed, Some(7));
         assert_eq!(plan.faults.len(), 3);
-        let (route, numbers) = &plan.faults[0];
+        // In file order: the send faults first, as written.
+        assert_eq!(plan.faults[0].0, Route::Send);
+        let (route, numbers) = &plan.faults[2];
         assert_eq!(*route, Route::BusinessPhoneNumbers);
         assert_eq!(numbers.every, 10);
         assert_eq!(numbers.times, Some(1));
         assert_eq!(numbers.delay, Duration::from_millis(1500));
         assert!(numbers.chunked && numbers.body_bytes == Some(100));
-        assert_eq!(plan.faults[1].1.times, Some(2));
+        assert_eq!(plan.faults[0].1.times, Some(2));
         assert_eq!(
-            plan.faults[1].1.headers,
+            plan.faults[0].1.headers,
             vec![("Retry-After".into(), "1".into())]
         );
-        assert_eq!(plan.faults[2].1.times, None);
-        assert!((plan.faults[2].1.probability - 0.05).abs() < 1e-12);
+        assert_eq!(plan.faults[1].1.times, None);
+        assert!((plan.faults[1].1.probability - 0.05).abs() < 1e-12);
     }
 
     #[test]
@@ -179,7 +179,10 @@ mod tests {
                 r#"{"faults": {"send": {"delay": -1}}}"#,
                 "faults.send[0]: delay must be 0",
             ),
-            (r#"{"faults": {"send": {"statuss": 500}}}"#, "fault file:"),
+            (
+                r#"{"faults": {"send": [{"status": 500}, {"statuss": 500}]}}"#,
+                "fault file: faults.send[1]: unknown field `statuss`",
+            ),
         ] {
             let error = FaultPlan::from_json(text).unwrap_err();
             assert!(error.contains(says), "{error}");

@@ -275,7 +275,12 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
         return Ok(None);
     };
     match value.to_str() {
-        Ok(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => {
+        // Visible ASCII only, as the message says: `to_str` alone would let spaces and tabs in.
+        Ok(key)
+            if !key.is_empty()
+                && key.len() <= MAX_IDEMPOTENCY_KEY_CHARS
+                && key.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
             Ok(Some(key))
         }
         _ => Err(Answer::error(
