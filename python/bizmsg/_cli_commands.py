@@ -27,7 +27,8 @@ from .errors import ConfigurationError
 from .models import Template, TemplateParameters
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REJECTED", "EXIT_UNKNOWN",
-           "EXIT_INTERRUPTED", "CommandError", "add_commands", "reconcile_hint"]
+           "EXIT_INTERRUPTED", "DEFAULT_CONCURRENCY", "INPUT_FORMATS", "CommandError",
+           "add_commands", "int_in", "reconcile_hint"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -35,6 +36,11 @@ EXIT_USAGE = 2
 EXIT_REJECTED = 3
 EXIT_UNKNOWN = 4
 EXIT_INTERRUPTED = 130
+
+#: Requests in flight at most for --file, unless --concurrency says otherwise.
+DEFAULT_CONCURRENCY = 64
+#: What --format and --results-format take (and _cli_bulk reads and writes).
+INPUT_FORMATS = ("csv", "jsonl")
 
 if TYPE_CHECKING:  # not subscriptable at run time
     from typing import TypeAlias
@@ -64,11 +70,13 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     """Adds ``send``, ``accounts list`` and ``numbers list``; ``common`` holds the options
     every command takes."""
     send = commands.add_parser(
-        "send", parents=[common], help="send a template message",
-        description="Sends a template message from one of your business phone numbers.",
+        "send", parents=[common], help="send a template message, or many from a file",
+        description="Sends a template message from one of your business phone numbers "
+                    "(--to), or every message of a CSV or JSON Lines file (--file).",
         epilog=_SEND_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_message_options(send)
+    _add_bulk_options(send)
     _add_connection_options(send)
     _add_output_options(send, SEND_RESULT)
     send.set_defaults(run=_send)
@@ -80,10 +88,74 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
 
 
 _SEND_EPILOG = """\
-exit status: 0 sent; 3 rejected: the service reported a failed commit (its code and
-msg are shown); 4 outcome unknown: the message may or may not have been sent, and the
-Idempotency-Key it went out with is shown, to reconcile with. Every send carries an
-Idempotency-Key: a fresh one, or the one given with --idempotency-key.
+exit status of one message (--to): 0 sent; 3 rejected: the service reported a failed
+commit (its code and msg are shown); 4 outcome unknown: the message may or may not have
+been sent, and the Idempotency-Key it went out with is shown, to reconcile with. Every
+send carries an Idempotency-Key: a fresh one, or the one given with --idempotency-key.
+
+many messages (--file FILE):
+  bizmsg send --file messages.csv --results results.csv --journal campaign.db
+  FILE is CSV (a header row, then one message per row) or JSON Lines (one JSON
+  object per line), told by its extension (.csv, .jsonl, .ndjson) or --format;
+  "-" reads stdin (with --format). It is read as the messages go out, so a file
+  of any size takes little memory. Columns (JSON keys), names without case:
+    to                  the recipient (required in every row)
+    from (or from_)     the business number to send from
+    template (or name)  the template's name (JSON Lines: also an object with
+                        name, language and parameters)
+    language            the template's language code
+    parameters          the parameters as one string, sent unchanged (JSON Lines:
+                        a string, a list of strings or an object, as given)
+    params              or: a JSON list of strings, e.g. ["A-1042", "tomorrow"]
+    param1 ... paramN   or: one parameter per column, in number order, up to the
+                        last non-empty one (an empty one before it is sent as "")
+    idempotency_key     optional: the message's Idempotency-Key
+  An empty cell (or a JSON null) counts as left out. --from, --template,
+  --language, and --param or --parameters, are the values of the rows that leave
+  them out; a row with no parameters at all and no default sends an empty list.
+  A row that gives its parameters in two ways, or cannot be read, is not sent: it
+  is a failed row of the results, like an invalid phone number. Exact repeats
+  (same to, from, template) are sent once, the others skipped (--no-dedupe sends
+  them all). Other columns are copied to the results.
+
+  --results FILE (or "-", stdout): one row per message, written as the outcomes
+  arrive (so not in input order), CSV or JSON Lines by its extension
+  (--results-format otherwise; stdout: the input's format). Columns: index (the
+  message's position in the input, from 0; blank lines are not counted), to,
+  status (sent, rejected, unknown, failed, skipped), ok, sms_id, code, msg,
+  error, idempotency_key, duplicate_of, reason, then the input's other columns
+  (those of a CSV input's header; for a JSON Lines input in a JSON Lines results
+  file, each row's other keys). Without --results, the messages that were not
+  sent are listed on stderr (the first 20).
+
+  A line on stderr sums up the run: messages per status, time and rate; a
+  progress bar shows above it on a terminal when tqdm is installed
+  (pip install 'bizmsg[progress]').
+
+  --journal FILE makes the campaign resumable: after Ctrl-C, a crash or a lost
+  connection, run the same command again (same file, same journal) and only the
+  messages never sent go out; those done earlier are skipped. A message that
+  was in flight when a run crashed (or was abandoned by a second Ctrl-C) is
+  unknown: add --resend-unknown to send it again with the same Idempotency-Key
+  (safe with a service that honours the key, as the sandbox does). --dry-run sends nothing: it checks every message, looks
+  the senders up and prints the plan (counts, senders with problems, accounts
+  against their messaging tier, warnings, estimated duration); the sending
+  options may stay on the command line.
+
+exit status with --file:
+  0    every message sent (or skipped: a duplicate, or done by an earlier run);
+       --dry-run: the plan is OK
+  1    the campaign itself failed: its journal cannot be used, the senders cannot
+       be looked up (--pace auto), the file cannot be read on, the results cannot
+       be written; what was done so far is summed up
+  2    usage: a bad option, a missing file or column; nothing was sent
+  3    some messages were rejected or failed (and none is unknown); --dry-run:
+       the plan is not OK (invalid messages, senders that cannot send, accounts
+       past their tier)
+  4    the outcome of some messages is unknown (wins over 3)
+  130  interrupted (Ctrl-C): no new message is taken, those in flight finish and
+       are written to the results, and the summary is printed; Ctrl-C again
+       abandons them (their outcome is then unknown)
 """
 
 _LIST_EPILOG = """\
@@ -117,11 +189,11 @@ def _add_listing(commands: Subcommands, common: argparse.ArgumentParser, name: s
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pages = listing.add_mutually_exclusive_group()
-    pages.add_argument("--page", type=_int_in(1, None), default=1, metavar="N",
+    pages.add_argument("--page", type=int_in(1, None), default=1, metavar="N",
                        help="the page to print, from 1 (default: 1)")
     pages.add_argument("--all", action="store_true",
                        help="every page, printed as the items arrive (one page is read ahead)")
-    listing.add_argument("--page-size", type=_int_in(1, MAX_PAGE_SIZE), default=100,
+    listing.add_argument("--page-size", type=int_in(1, MAX_PAGE_SIZE), default=100,
                          metavar="N",
                          help=f"items per request, 1 to {MAX_PAGE_SIZE} (default: 100)")
     _add_connection_options(listing)
@@ -130,9 +202,11 @@ def _add_listing(commands: Subcommands, common: argparse.ArgumentParser, name: s
 
 
 def _add_message_options(send: argparse.ArgumentParser) -> None:
-    # Checked by _send rather than required by argparse: `send --file` (bulk) will take
-    # the messages from a file instead.
-    message = send.add_argument_group("the message (all required)")
+    # Checked by _send rather than required by argparse: `send --file` takes the messages
+    # from a file instead, with these as the defaults of its rows.
+    message = send.add_argument_group(
+        "the message (all required; with --file, the values of rows that leave them out)"
+    )
     message.add_argument("--to", metavar="NUMBER",
                          help="the recipient's phone number: 8 to 15 digits with the country "
                               "code; +, spaces, dashes, dots and parentheses are ignored")
@@ -156,6 +230,64 @@ def _add_message_options(send: argparse.ArgumentParser) -> None:
                            "the key an interrupted or unknown send printed to re-send it")
 
 
+def _add_bulk_options(send: argparse.ArgumentParser) -> None:
+    bulk = send.add_argument_group("many messages (see below)")
+    bulk.add_argument("--file", metavar="FILE",
+                      help="send every message of this CSV or JSON Lines file (- for stdin) "
+                           "instead of one message (--to)")
+    bulk.add_argument("--format", choices=INPUT_FORMATS,
+                      help="the format of --file (default: from its extension)")
+    bulk.add_argument("--results", metavar="FILE",
+                      help="write one row per message to FILE (- for stdout) as the outcomes "
+                           "arrive; replaced if it exists")
+    bulk.add_argument("--results-format", choices=INPUT_FORMATS,
+                      help="the format of --results (default: from its extension; for "
+                           "stdout, the input's format)")
+    bulk.add_argument("--concurrency", type=int_in(1, None), metavar="N",
+                      help=f"requests in flight at most (default: {DEFAULT_CONCURRENCY})")
+    bulk.add_argument("--rate", type=_positive, metavar="N",
+                      help="send at most N messages per second in all (default: as fast as "
+                           "the service answers)")
+    bulk.add_argument("--pace", choices=("auto",),
+                      help="auto: look every sender up first, fail the messages of senders "
+                           "that cannot send, pace each sender under its throughput and warn "
+                           "past an account's messaging tier")
+    bulk.add_argument("--journal", metavar="FILE",
+                      help="record every message in this SQLite file, so that running the "
+                           "same command again after Ctrl-C or a crash sends only what was "
+                           "never sent")
+    bulk.add_argument("--campaign-id", metavar="ID",
+                      help="derive every Idempotency-Key from this id (and the message), so "
+                           "that a re-run sends with the same keys (default: the journal's, "
+                           "else fresh keys)")
+    bulk.add_argument("--resend-unknown", action="store_true",
+                      help="with --journal: send again, with the same Idempotency-Key, the "
+                           "messages an earlier run left unknown (default: report them "
+                           "unknown again)")
+    bulk.add_argument("--no-dedupe", action="store_true",
+                      help="send exact repeats too (default: a message with the same to, "
+                           "from and template as an earlier one is skipped)")
+    bulk.add_argument("--stop-on-error", action="store_true",
+                      help="stop at the first message that is not sent (the rest are "
+                           "skipped)")
+    bulk.add_argument("--dry-run", action="store_true",
+                      help="send nothing: check every message, look the senders up and print "
+                           "the plan; exit 0 if it is OK, 3 if not")
+    bulk.add_argument("--no-progress", action="store_true",
+                      help="no progress bar, even on a terminal")
+
+
+def _positive(text: str) -> float:
+    """An argparse ``type``: a positive, finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection")
     group.add_argument("--token",
@@ -168,14 +300,14 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_output_options(parser: argparse.ArgumentParser, layout: Layout) -> None:
     group = parser.add_argument_group("output")
-    group.add_argument("-o", "--output", choices=FORMATS, default="table",
+    group.add_argument("-o", "--output", choices=FORMATS,
                        help="the output format (default: table)")
     group.add_argument("--columns", type=layout.pick, metavar="NAMES",
                        help="for table and csv: the columns to print, comma-separated: "
                             + ", ".join(layout.names()))
 
 
-def _int_in(low: int, high: int | None) -> Callable[[str], int]:
+def int_in(low: int, high: int | None) -> Callable[[str], int]:
     """An argparse ``type``: an integer from ``low`` to ``high`` (no bound if ``None``)."""
     def parse(text: str) -> int:
         try:
@@ -209,10 +341,11 @@ def _connect(args: argparse.Namespace) -> Client:
 
 
 def _output(args: argparse.Namespace, layout: Layout) -> Output:
-    if args.columns is not None and args.output not in ("table", "csv"):
+    fmt = args.output or "table"
+    if args.columns is not None and fmt not in ("table", "csv"):
         raise CommandError(EXIT_USAGE, f"--columns applies to --output table and csv; "
-                                       f"{args.output} prints the objects as received")
-    return layout.output(args.output, args.columns)
+                                       f"{fmt} prints the objects as received")
+    return layout.output(fmt, args.columns)
 
 
 def _list_command(resource: Callable[[Client], Listing],
@@ -234,10 +367,26 @@ _MESSAGE_OPTIONS = (("--to", "to"), ("--from", "from_"), ("--template", "templat
                     ("--language", "language"))
 
 
+#: The options of --file, with the value each has when not given.
+_BULK_OPTIONS = (("--format", "format", None), ("--results", "results", None),
+                 ("--results-format", "results_format", None),
+                 ("--concurrency", "concurrency", None), ("--rate", "rate", None),
+                 ("--pace", "pace", None), ("--journal", "journal", None),
+                 ("--campaign-id", "campaign_id", None), ("--resend-unknown", "resend_unknown", False),
+                 ("--no-dedupe", "no_dedupe", False), ("--stop-on-error", "stop_on_error", False),
+                 ("--dry-run", "dry_run", False), ("--no-progress", "no_progress", False))
+
+
 def _send(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return _send_file(args)
+    given = [option for option, dest, unset in _BULK_OPTIONS if getattr(args, dest) != unset]
+    if given:
+        raise CommandError(EXIT_USAGE, f"{given[0]} applies to --file (many messages)")
     missing = [option for option, dest in _MESSAGE_OPTIONS if getattr(args, dest) is None]
     if missing:
-        raise CommandError(EXIT_USAGE, "send needs " + ", ".join(missing))
+        hint = " (or --file FILE for many messages)" if args.to is None else ""
+        raise CommandError(EXIT_USAGE, "send needs " + ", ".join(missing) + hint)
     output = _output(args, SEND_RESULT)
     template = Template(name=args.template, parameters=_parameters(args), language=args.language)
     # Chosen here rather than by the client so that an interrupted send can name it too.
@@ -251,6 +400,31 @@ def _send(args: argparse.Namespace) -> int:
                                                  "sent; " + reconcile_hint(key)) from interrupt
     write_result(result, output, sys.stdout)
     return EXIT_OK
+
+
+#: Options of a single send that --file refuses, and why.
+_NOT_WITH_FILE = (
+    ("--to", "to", "the recipients are the file's"),
+    ("--idempotency-key", "idempotency_key", "each row may give its idempotency_key"),
+    ("--output", "output", "--results FILE writes one row per message"),
+    ("--columns", "columns", "--results FILE writes one row per message"),
+)
+
+
+def _send_file(args: argparse.Namespace) -> int:
+    for option, dest, why in _NOT_WITH_FILE:
+        if getattr(args, dest) is not None:
+            raise CommandError(EXIT_USAGE, f"--file and {option} cannot be used together: "
+                                           f"{why}")
+    if args.concurrency is None:
+        args.concurrency = DEFAULT_CONCURRENCY
+    from ._cli_bulk import Defaults, send_file
+
+    defaults = Defaults(from_=args.from_, template=args.template, language=args.language,
+                        parameters=args.parameters if args.parameters is not None
+                        else args.param)
+    with _connect(args) as client:
+        return send_file(args, client, defaults)
 
 
 def _parameters(args: argparse.Namespace) -> TemplateParameters:
