@@ -1,6 +1,7 @@
 """Send one template to many recipients concurrently, with bounded concurrency.
 
-A failed commit for one recipient does not stop the others; each outcome is reported.
+``send_many`` keeps up to ``concurrency`` sends in flight. A failed commit or a bad number for
+one recipient does not stop the others; each message gets an outcome.
     python examples/async_bulk_send.py
 """
 
@@ -17,32 +18,26 @@ RECIPIENTS = [f"86138{i:08d}" for i in range(200)] + ["12"]  # the last one is i
 async def main() -> None:
     with Sandbox() as sandbox:
         async with sandbox.async_client() as client:
-            connected = [
-                n async for n in client.business_phone_numbers.iter() if n.status == "CONNECTED"
-            ]
-            sender = connected[0]
+            numbers = await client.business_phone_numbers.list(page_size=100)
+            sender = next(n for n in numbers if n.status == "CONNECTED")
             assert sender.display_phone_number is not None
-            limit = asyncio.Semaphore(32)
             template = bizmsg.Template(name="promo", parameters={"code": "SPRING"}, language="en")
+            messages = [
+                bizmsg.Message(to=to, from_=sender.display_phone_number, template=template)
+                for to in RECIPIENTS
+            ]
 
-            async def send(to: str) -> str:
-                async with limit:
-                    try:
-                        result = await client.messages.send(
-                            to=to, from_=sender.display_phone_number or "", template=template
-                        )
-                        return f"ok {result.sms_id}"
-                    except bizmsg.SendOutcomeUnknownError as error:
-                        return f"unknown, re-send with idempotency_key={error.idempotency_key}"
-                    except bizmsg.BizmsgError as error:
-                        return f"failed: {type(error).__name__}: {error}"
+            result = await client.messages.send_many(messages, concurrency=32)
 
-            outcomes = await asyncio.gather(*(send(to) for to in RECIPIENTS))
-            sent = sum(o.startswith("ok") for o in outcomes)
-            print(f"{sent} of {len(RECIPIENTS)} sent; the service saw {len(sandbox.sent_messages())} sends")
-            for to, outcome in zip(RECIPIENTS, outcomes):
-                if not outcome.startswith("ok"):
-                    print(f"  {to}: {outcome}")
+            print(f"{result.counts['sent']} of {len(RECIPIENTS)} sent; "
+                  f"the service saw {len(sandbox.sent_messages())} sends")
+            for outcome in result:
+                if outcome.status == "unknown":
+                    print(f"  {RECIPIENTS[outcome.index]}: unknown, re-send with "
+                          f"idempotency_key={outcome.idempotency_key}")
+                elif not outcome.ok:
+                    print(f"  {RECIPIENTS[outcome.index]}: {outcome.status}: "
+                          f"{type(outcome.error).__name__}: {outcome.error}")
 
 
 if __name__ == "__main__":
