@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -196,6 +197,160 @@ def test_standalone_sandbox_on_a_taken_port_fails_cleanly() -> None:
         done = run("sandbox", "--port", str(taken.port), timeout=30)
     assert done.returncode == 1
     assert "ConfigurationError" in done.stderr and "could not start" in done.stderr
+
+
+SEED_DATA = {"tenants": {
+    "shop": [
+        {"bizAccountId": "100000000000001", "name": "Shop Main",
+         "chatBusinessManagerMessagingLimit": "TIER_10K",
+         "businessPhoneNumbers": [
+             {"phoneNumberId": "200000000000001", "displayPhoneNumber": "+1 415 555 0100"},
+             {"phoneNumberId": "200000000000002", "displayPhoneNumber": "+1 415 555 0101",
+              "status": "DISCONNECTED"}]},
+        {"bizAccountId": "100000000000002", "name": "Shop Outlet",
+         "createTime": "2024-02-01T00:00:00.000+0000"},
+    ],
+    "cafe": [
+        {"bizAccountId": "100000000000003", "businessPhoneNumbers": [
+            {"phoneNumberId": "200000000000003", "displayPhoneNumber": "+44 7700 900123"}]},
+    ],
+}}
+
+FAULTS = {"seed": 7, "faults": {
+    "send": [{"status": 503, "headers": {"Retry-After": "0"}, "times": 1}],
+    "business_accounts": {"status": 500, "times": 1},
+}}
+
+
+def post_send(base: str, token: str, from_: str, to: str) -> tuple[int, Any, dict[str, str]]:
+    body = json.dumps({"to": to, "from": from_, "type": "template",
+                       "template": {"name": "t", "parameters": "[]", "language": "en"}})
+    request = urllib.request.Request(
+        f"{base}/v1/chat/messages/send", data=body.encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read()), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), dict(error.headers)
+
+
+def banner(process: subprocess.Popen[str]) -> list[str]:
+    """The standalone sandbox's banner, up to its "try: curl" line."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].lstrip().startswith("try: curl"):
+        line = process.stdout.readline()
+        assert line, (lines, process.stderr.read() if process.stderr else "")
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+def test_standalone_sandbox_with_seed_data_faults_and_limits(tmp_path: Path) -> None:
+    (tmp_path / "data.json").write_text(json.dumps(SEED_DATA))
+    (tmp_path / "faults.json").write_text(json.dumps(FAULTS))
+    process = subprocess.Popen(
+        [*SCRIPT, "sandbox", "--port", "0", "--seed-data", str(tmp_path / "data.json"),
+         "--faults", str(tmp_path / "faults.json"), "--enforce-limits",
+         "--max-logged-requests", "100"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
+    )
+    try:
+        lines = banner(process)
+        assert lines[0].startswith("bizmsg sandbox on http://127.0.0.1:")
+        base = lines[0].split()[3].rstrip(";")
+        assert lines[1:-1] == [
+            "  tenant shop: Authorization: Bearer sandbox-token-shop",
+            "  tenant cafe: Authorization: Bearer sandbox-token-cafe",
+            f"  seed data {tmp_path / 'data.json'}: 2 tenants: shop (2 accounts, 2 numbers), "
+            "cafe (1 account, 1 number)",
+            f"  faults {tmp_path / 'faults.json'}: 2 faults queued (send 1, "
+            "business_accounts 1); seed 7",
+            "  limits enforced: 429 past a number's throughput (STANDARD 80/s, HIGH 1000/s), "
+            "failed commit 1007 past an account's messaging tier",
+            "  request log: the last 100 requests kept",
+        ]
+
+        # The seeded accounts are listed, after the fault queued for the first listing.
+        status, body = get(f"{base}/v1/chat/businessAccounts", "sandbox-token-shop")
+        assert status == 500 and body == {"code": "500", "msg": "injected fault"}
+        status, body = get(f"{base}/v1/chat/businessAccounts", "sandbox-token-shop")
+        assert status == 200
+        assert [(a["bizAccountId"], a["name"]) for a in body["data"]] == [
+            ("100000000000001", "Shop Main"), ("100000000000002", "Shop Outlet")]
+        assert body["data"][0]["businessPhoneNumbers"][1]["status"] == "DISCONNECTED"
+        status, body = get(f"{base}/v1/chat/businessPhoneNumber", "sandbox-token-cafe")
+        assert [n["displayPhoneNumber"] for n in body["data"]] == ["+44 7700 900123"]
+
+        # The first send meets its fault; then a STANDARD number sends 80 a second at most.
+        answers = []
+        started = time.monotonic()
+        for i in range(300):
+            answers.append(post_send(base, "sandbox-token-shop", "14155550100",
+                                     f"8613800{i:06d}"))
+        elapsed = time.monotonic() - started
+        assert answers[0][0] == 503
+        statuses = Counter(status for status, _, _ in answers[1:])
+        assert set(statuses) == {200, 429}, statuses
+        assert statuses[200] <= 80 + 80 * elapsed + 2, (statuses, elapsed)
+        throttled = next(answer for answer in answers if answer[0] == 429)
+        assert throttled[1]["code"] == "130429" and "retry-after" in map(str.lower, throttled[2])
+        # A number not CONNECTED cannot send.
+        status, body, _ = post_send(base, "sandbox-token-shop", "14155550101", "8613800999999")
+        assert (status, body["code"]) == (200, "1003")
+
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert stdout.splitlines()[-1] == (
+        f"bizmsg sandbox stopped after 304 requests: 301 sends, {statuses[200]} accepted, "
+        f"1 failed commits, 0 replayed, {statuses[429]} throttled")
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"faults": {"sms": {"status": 500}}}', 'invalid faults: unknown sandbox route "sms"'),
+    ('{"faults": {"send": {"status": 700}}}',
+     "invalid faults: faults.send[0]: status 700 is not a final HTTP status (200 to 599)"),
+    ('{"faults": {"send": {"delay": -1}}}', "invalid faults: faults.send[0]: delay must be 0"),
+    ("not JSON", "invalid faults: fault file: expected ident at line 1 column 2"),
+    (None, "cannot read it: No such file or directory"),
+])
+def test_standalone_sandbox_refuses_a_bad_fault_file_in_one_line(
+    tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "faults.json"
+    if content is not None:
+        path.write_text(content)
+    done = run("sandbox", "--port", "0", "--faults", str(path), command=SCRIPT, timeout=30)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"bizmsg: --faults {path}: ") and says in line, line
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--seed-data", "{bad}"], "--seed-data {bad}: invalid seed_data: tenants.a[0]: "
+                               "bizAccountId is missing"),
+    (["--seed-data", "{missing}"], "--seed-data {missing}: cannot read it: No such file"),
+    (["--seed-data", "{bad}", "--tenant", "x"], "--seed-data and --tenant cannot be used "
+                                                "together"),
+    (["--seed-data", "{bad}", "--accounts", "2"], "--seed-data and --accounts cannot"),
+])
+def test_standalone_sandbox_refuses_bad_seed_data_in_one_line(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    paths = {"bad": tmp_path / "bad.json", "missing": tmp_path / "missing.json"}
+    paths["bad"].write_text('{"tenants": {"a": [{"name": "x"}]}}')
+    done = run("sandbox", "--port", "0", *(arg.format(**paths) for arg in args),
+               command=SCRIPT, timeout=30)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: ") and says.format(**paths) in line, line
 
 
 # --- what every command shares ----------------------------------------------------------------
