@@ -68,8 +68,10 @@ def check_account(account: bizmsg.BusinessAccount, wire: dict[str, Any]) -> None
     assert list(account.to_dict()) == list(wire)
 
 
-def check_envelope(page: bizmsg.Page[Any], wire: dict[str, Any]) -> None:
-    assert type(page) is bizmsg.Page
+def check_envelope(page: bizmsg.Page[Any], wire: dict[str, Any],
+                   page_class: type[bizmsg.Page[Any]] = bizmsg.Page) -> None:
+    # A sync client's page is a Page; an async client's an AsyncPage (awaitable next_page).
+    assert type(page) is page_class
     assert (page.total, page.size, page.current, page.pages) == (
         wire["total"], wire["size"], wire["current"], wire["pages"],
     )
@@ -252,7 +254,7 @@ async def test_async_list_accounts(sandbox: Sandbox, aclient: bizmsg.AsyncClient
     assert record["query"] == "pageNo=1&pageSize=2"
     assert record["headers"]["authorization"] == f"Bearer {sandbox.token}"
     assert record["headers"]["user-agent"] == USER_AGENT
-    check_envelope(page, record["response_body"])
+    check_envelope(page, record["response_body"], bizmsg.AsyncPage)
     for account, wire in zip(page, record["response_body"]["data"]):
         check_account(account, wire)
     assert page.meta is not None and page.meta.request_id == record["request_id"]
@@ -263,7 +265,7 @@ async def test_async_list_numbers(sandbox: Sandbox, aclient: bizmsg.AsyncClient)
     [record] = sandbox.requests()
     assert record["path"] == "/v1/chat/businessPhoneNumber"
     assert record["query"] == "pageNo=2&pageSize=2"
-    check_envelope(page, record["response_body"])
+    check_envelope(page, record["response_body"], bizmsg.AsyncPage)
     for number, wire in zip(page, record["response_body"]["data"]):
         check_number(number, wire)
     assert page.meta is not None and page.meta.attempts == 1

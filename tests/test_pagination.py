@@ -3,6 +3,7 @@ ahead in Rust, and the stop rules."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import time
@@ -361,3 +362,40 @@ def test_to_pandas(client: bizmsg.Client) -> None:
         assert list(frame.columns) == list(page.to_records()[0])
         assert len(frame) == 3
         assert list(frame["phone_number_id"]) == [n.phone_number_id for n in page]
+
+
+async def test_a_page_of_an_async_client_pages_with_await(
+    sandbox: Sandbox, aclient: bizmsg.AsyncClient
+) -> None:
+    # Regression: `await page.next_page()` raised TypeError (the page's next_page was the sync
+    # one) and a plain next_page() blocked the event loop while it fetched.
+    sandbox.delay = 0.2
+    first = await aclient.business_phone_numbers.list(page_size=2)
+    assert isinstance(first, bizmsg.AsyncPage) and isinstance(first, bizmsg.Page)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    second = await first.next_page()
+    ticking.cancel()
+    assert second is not None and isinstance(second, bizmsg.AsyncPage)
+    assert second.current == 2 and second.data != first.data
+    # The loop kept running during the 0.2 s fetch.
+    assert ticks >= 5
+    again = await first.next_page_async()
+    assert again is not None and again.data == second.data
+    async for page in aclient.business_phone_numbers.iter_pages(page_size=2):
+        assert isinstance(page, bizmsg.AsyncPage)
+        break
+
+
+def test_a_page_of_a_sync_client_keeps_its_sync_next_page(client: bizmsg.Client) -> None:
+    first = client.business_phone_numbers.list(page_size=2)
+    assert type(first) is bizmsg.Page
+    second = first.next_page()
+    assert type(second) is bizmsg.Page and second.current == 2

@@ -167,6 +167,12 @@ async def async_usage(sandbox: Sandbox) -> list[str]:
             seen.append(str(typed.current))
         following: bizmsg.Page[bizmsg.BusinessAccount] | None = await page.next_page_async()
         seen.append(str(following))
+        # A page of an AsyncClient pages with `await` (never blocking the loop).
+        async_page: bizmsg.AsyncPage[bizmsg.BusinessAccount] = await client.business_accounts.list(
+            page_size=1
+        )
+        awaited: bizmsg.AsyncPage[bizmsg.BusinessAccount] | None = await async_page.next_page()
+        seen.append(str(awaited))
         sender = page.data[0].business_phone_numbers[0].display_phone_number or ""
         result: bizmsg.SendResult = await client.messages.send_template(
             to="8613800138000", from_=sender, name="n", parameters=["a", "b"], language="en"

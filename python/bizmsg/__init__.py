@@ -46,6 +46,7 @@ from .errors import (
     ValidationError,
 )
 from .models import (
+    AsyncPage,
     BusinessAccount,
     BusinessPhoneNumber,
     Page,
@@ -74,6 +75,7 @@ __all__ = [
     "BusinessAccount",
     "BusinessPhoneNumber",
     "Page",
+    "AsyncPage",
     "ResponseMeta",
     "BizmsgError",
     "ConfigurationError",

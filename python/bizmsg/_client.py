@@ -35,6 +35,7 @@ from typing import (
 from . import _logging, _native
 from .errors import BizmsgError, ConfigurationError
 from .models import (
+    AsyncPage,
     BusinessAccount,
     BusinessPhoneNumber,
     Page,
@@ -375,7 +376,13 @@ OnResult = Callable[[list[_native.SendOutcome]], object]
 def _campaign_run(native: _native.NativeClient, *, concurrency: int, rate_limit: float | None,
                   pace: str | None, stop_on_error: bool, journal: str | os.PathLike[str] | None,
                   campaign_id: str | None, dedupe: bool, resend_unknown: bool,
-                  timeout: TimeoutArg, max_retries: int | None) -> _native.CampaignRun:
+                  timeout: TimeoutArg, max_retries: int | None,
+                  progress: bool) -> _native.CampaignRun:
+    if progress:
+        # Before the campaign starts: a missing tqdm is a usage error, not a half-started run.
+        from ._campaign import require_tqdm
+
+        require_tqdm()
     return native.campaign(
         concurrency, None if rate_limit is None else float(rate_limit), pace, stop_on_error,
         dedupe, None if journal is None else os.fspath(journal), campaign_id, resend_unknown,
@@ -441,7 +448,7 @@ class Messages(_Resource):
             self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
             stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
-            max_retries=max_retries,
+            max_retries=max_retries, progress=progress,
         )
         from . import _campaign
 
@@ -479,7 +486,7 @@ class Messages(_Resource):
             self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
             stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
-            max_retries=max_retries,
+            max_retries=max_retries, progress=progress,
         )
         from . import _campaign
 
@@ -579,7 +586,7 @@ class AsyncMessages(_Resource):
             self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
             stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
-            max_retries=max_retries,
+            max_retries=max_retries, progress=progress,
         )
         from . import _campaign
 
@@ -613,7 +620,7 @@ class AsyncMessages(_Resource):
             self._native, concurrency=concurrency, rate_limit=rate_limit, pace=pace,
             stop_on_error=stop_on_error, journal=journal, campaign_id=campaign_id,
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
-            max_retries=max_retries,
+            max_retries=max_retries, progress=progress,
         )
         from . import _campaign
 
@@ -728,14 +735,14 @@ class _AsyncListing(_Listing[ItemT]):
 
     @overload
     async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[False] = ...,
-                   timeout: TimeoutArg = ..., max_retries: int | None = ...) -> Page[ItemT]: ...
+                   timeout: TimeoutArg = ..., max_retries: int | None = ...) -> AsyncPage[ItemT]: ...
     @overload
     async def list(self, *, page_no: int = ..., page_size: int = ..., raw: Literal[True],
                    timeout: TimeoutArg = ..., max_retries: int | None = ...) -> dict[str, Any]: ...
 
     async def list(self, *, page_no: int = 1, page_size: int = 20, raw: bool = False,
                    timeout: TimeoutArg = None, max_retries: int | None = None
-                   ) -> Page[ItemT] | dict[str, Any]:
+                   ) -> AsyncPage[ItemT] | dict[str, Any]:
         """Awaitable: one page (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True``
         returns the JSON object exactly as received."""
         timeout_ = _timeout_arg(timeout)
@@ -752,13 +759,13 @@ class _AsyncListing(_Listing[ItemT]):
         return _aitems(stream)
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
-                   max_retries: int | None = None) -> AsyncIterator[Page[ItemT]]:
+                   max_retries: int | None = None) -> AsyncIterator[AsyncPage[ItemT]]:
         """``async for`` over every page from ``page_no`` on, reading one page ahead."""
         stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
         return self._drain(stream, page_size, timeout_, max_retries)
 
     async def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
-                     max_retries: int | None) -> AsyncIterator[Page[ItemT]]:
+                     max_retries: int | None) -> AsyncIterator[AsyncPage[ItemT]]:
         while (page := await stream.next_async()) is not None:
             self._link(page, page_size, timeout, max_retries)
             yield page

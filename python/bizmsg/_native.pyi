@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, final
 
 from .errors import BizmsgError
-from .models import Page, SendResult
+from .models import AsyncPage, Page, SendResult
 
 __version__: str
 #: The send-result codes that mean success when a client is not told otherwise.
@@ -176,8 +176,8 @@ class NativeClient:
         raw: bool,
         timeout: Any,
         max_retries: int | None,
-    ) -> Awaitable[Page[Any] | dict[str, Any]]:
-        """:meth:`list` as an awaitable."""
+    ) -> Awaitable[AsyncPage[Any] | dict[str, Any]]:
+        """:meth:`list` as an awaitable; its pages are ``AsyncPage``."""
 
 @final
 class PageStream:
@@ -186,8 +186,8 @@ class PageStream:
     def next(self) -> Page[Any] | None:
         """The next page, or ``None`` after the last (GIL released while waiting)."""
 
-    def next_async(self) -> Awaitable[Page[Any] | None]:
-        """Awaitable :meth:`next`."""
+    def next_async(self) -> Awaitable[AsyncPage[Any] | None]:
+        """Awaitable :meth:`next`; its pages are ``AsyncPage``."""
 
 @final
 class SandboxServer:
@@ -363,6 +363,13 @@ class SendOutcome:
     def to_record(self) -> dict[str, Any]:
         """A flat dict: index, status, ok, idempotency_key, sms_id, code, msg, error,
         duplicate_of, reason."""
+
+    def __reduce__(self) -> tuple[Any, ...]: ...
+
+def restore_send_outcome(index: int, message: Any, status: str, idempotency_key: str | None,
+                         result: SendResult | None, error: BizmsgError | None,
+                         duplicate_of: int | None, reason: str | None) -> SendOutcome:
+    """Rebuilds a pickled ``SendOutcome``."""
 
 @final
 class CampaignPlanner:

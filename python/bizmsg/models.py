@@ -21,6 +21,7 @@ __all__ = [
     "BusinessPhoneNumber",
     "BusinessAccount",
     "Page",
+    "AsyncPage",
     "ResponseMeta",
 ]
 
@@ -293,6 +294,14 @@ class Page(_Model, Generic[T]):
     def __len__(self) -> int:
         return len(self.data)
 
+    def __eq__(self, other: object) -> bool:
+        # A sync and an async client's pages of the same data are equal: AsyncPage differs only
+        # in how it fetches the next page, which is not part of the page's value.
+        if not isinstance(other, Page):
+            return NotImplemented
+        return (self.data, self.total, self.size, self.current, self.pages) == (
+            other.data, other.total, other.size, other.current, other.pages)
+
     def has_next_page(self) -> bool:
         """Whether another page may follow: ``current < pages``; without ``pages``,
         ``current * size < total``; without either, whether this page was full. An empty
@@ -376,3 +385,25 @@ class Page(_Model, Generic[T]):
         from ._display import page_html
 
         return page_html(self)
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # Page.__eq__: equal to a sync page of the same data
+class AsyncPage(Page[T]):
+    """A page fetched by an :class:`~bizmsg.AsyncClient`: a :class:`Page` whose
+    :meth:`next_page` is awaitable (``await page.next_page()``), so paging never blocks the
+    event loop. ``next_page_async`` is the same call."""
+
+    async def next_page(self) -> AsyncPage[T] | None:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+        """Fetches the page after this one with the client, page size and options that
+        fetched this one; ``None`` when this is the last page."""
+        if not self.has_next_page():
+            return None
+        native, kind, size, timeout, max_retries = self._source()
+        page = cast("AsyncPage[T]", await native.list_async(kind, self.current + 1, size, False,
+                                                             timeout, max_retries))
+        object.__setattr__(page, "_next", self._next)
+        return page
+
+    async def next_page_async(self) -> AsyncPage[T] | None:
+        """The same as :meth:`next_page`."""
+        return await self.next_page()

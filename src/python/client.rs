@@ -13,6 +13,7 @@ use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::campaign::{CampaignPlanner, CampaignRun};
 use super::completion::awaitable;
 use super::convert;
+use super::convert::PageKind;
 use super::errors::to_py;
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{wait, Reply, Waited};
@@ -271,13 +272,13 @@ impl NativeClient {
         match kind {
             Listing::BusinessAccounts => {
                 match wait(py, self.client.list_business_accounts(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, raw),
+                    Waited::Done(result) => page_reply(py, result, raw, PageKind::Sync),
                     Waited::Interrupted(interrupt) => Err(interrupt),
                 }
             }
             Listing::BusinessPhoneNumbers => {
                 match wait(py, self.client.list_business_phone_numbers(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, raw),
+                    Waited::Done(result) => page_reply(py, result, raw, PageKind::Sync),
                     Waited::Interrupted(interrupt) => Err(interrupt),
                 }
             }
@@ -348,13 +349,13 @@ impl NativeClient {
             Listing::BusinessAccounts => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_accounts(page, &call)).await;
-                Reply::new(move |py| page_reply(py, result, raw))
+                Reply::new(move |py| page_reply(py, result, raw, PageKind::Async))
             }),
             Listing::BusinessPhoneNumbers => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_phone_numbers(page, &call))
                         .await;
-                Reply::new(move |py| page_reply(py, result, raw))
+                Reply::new(move |py| page_reply(py, result, raw, PageKind::Async))
             }),
         }
     }
@@ -557,9 +558,10 @@ fn page_reply<T: convert::PyItem>(
     py: Python<'_>,
     result: crate::Result<Response<Page<T>>>,
     raw: bool,
+    kind: PageKind,
 ) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
-    Ok(convert::page(py, &response.value, Some(&response.meta), raw)?.unbind())
+    Ok(convert::page(py, &response.value, Some(&response.meta), raw, kind)?.unbind())
 }
 
 #[allow(clippy::too_many_arguments)]

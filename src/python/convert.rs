@@ -24,6 +24,7 @@ struct Classes {
     business_account: Py<PyAny>,
     business_phone_number: Py<PyAny>,
     page: Py<PyAny>,
+    async_page: Py<PyAny>,
     response_meta: Py<PyAny>,
 }
 
@@ -43,6 +44,7 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
             business_account: class("BusinessAccount")?,
             business_phone_number: class("BusinessPhoneNumber")?,
             page: class("Page")?,
+            async_page: class("AsyncPage")?,
             response_meta: class("ResponseMeta")?,
         })
     })
@@ -459,12 +461,21 @@ impl PyItem for BusinessPhoneNumber {
     }
 }
 
-/// A page as a `Page` dataclass, or (`raw`) as the received JSON object.
+/// Which class a page is built as: `Page`, or `AsyncPage` (fetched by an `AsyncClient`, whose
+/// `next_page()` is awaitable).
+#[derive(Clone, Copy)]
+pub(crate) enum PageKind {
+    Sync,
+    Async,
+}
+
+/// A page as a `Page` (or `AsyncPage`) dataclass, or (`raw`) as the received JSON object.
 pub(crate) fn page<'py, T: PyItem>(
     py: Python<'py>,
     page: &Page<T>,
     call: Option<&Meta>,
     raw: bool,
+    kind: PageKind,
 ) -> PyResult<Bound<'py, PyAny>> {
     if raw {
         return json_to_py(py, page.wire.as_bytes());
@@ -473,7 +484,11 @@ pub(crate) fn page<'py, T: PyItem>(
     for item in &page.data {
         items.append(item.build(py)?)?;
     }
-    let object = instance(py, &classes(py)?.page)?;
+    let class = match kind {
+        PageKind::Sync => &classes(py)?.page,
+        PageKind::Async => &classes(py)?.async_page,
+    };
+    let object = instance(py, class)?;
     put(&object, intern!(py, "data"), items)?;
     put(&object, intern!(py, "total"), page.total)?;
     put(&object, intern!(py, "size"), page.size)?;
@@ -519,7 +534,7 @@ pub(crate) fn model_from_json<'py>(
             let decoded =
                 Page::<BusinessAccount>::from_answer(body, fallbacks.unwrap_or((1, 20)), source)
                     .map_err(to_py)?;
-            page(py, &decoded, None, false)
+            page(py, &decoded, None, false, PageKind::Sync)
         }
         ("Page", Some("BusinessPhoneNumber")) => {
             let decoded = Page::<BusinessPhoneNumber>::from_answer(
@@ -528,7 +543,7 @@ pub(crate) fn model_from_json<'py>(
                 source,
             )
             .map_err(to_py)?;
-            page(py, &decoded, None, false)
+            page(py, &decoded, None, false, PageKind::Sync)
         }
         (other, item) => Err(to_py(Error::validation(
             "kind",

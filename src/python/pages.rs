@@ -8,6 +8,7 @@ use pyo3_async_runtimes::TaskLocals;
 
 use super::completion::awaitable;
 use super::convert;
+use super::convert::PageKind;
 use super::errors::to_py;
 use super::runtime::{catch_panics, wait_shared, BizmsgRuntime, Reply, Waited};
 use crate::api::{PageStream, TaskScope};
@@ -51,21 +52,25 @@ impl Stream {
 }
 
 impl Next {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn into_py(self, py: Python<'_>, kind: PageKind) -> PyResult<Py<PyAny>> {
         fn page<T: convert::PyItem>(
             py: Python<'_>,
             next: crate::Result<Option<Response<Page<T>>>>,
+            kind: PageKind,
         ) -> PyResult<Py<PyAny>> {
             match next.map_err(|e| to_py(py, e))? {
                 Some(response) => {
-                    Ok(convert::page(py, &response.value, Some(&response.meta), false)?.unbind())
+                    Ok(
+                        convert::page(py, &response.value, Some(&response.meta), false, kind)?
+                            .unbind(),
+                    )
                 }
                 None => Ok(py.None()),
             }
         }
         match self {
-            Next::Accounts(next) => page(py, next),
-            Next::Numbers(next) => page(py, next),
+            Next::Accounts(next) => page(py, next, kind),
+            Next::Numbers(next) => page(py, next, kind),
         }
     }
 }
@@ -92,7 +97,7 @@ impl NativePageStream {
         let stream = Arc::clone(&self.stream);
         let next = wait_shared(py, async move { Ok(stream.lock().await.next(None).await) });
         match next {
-            Waited::Done(Ok(next)) => next.into_py(py),
+            Waited::Done(Ok(next)) => next.into_py(py, PageKind::Sync),
             Waited::Done(Err(error)) => Err(to_py(py, error)),
             Waited::Interrupted(interrupt) => Err(interrupt),
         }
@@ -104,7 +109,7 @@ impl NativePageStream {
         awaitable(py, async move {
             let locals = BizmsgRuntime::get_task_locals();
             let next = stream.lock().await.next(locals).await;
-            Reply::new(move |py| next.into_py(py))
+            Reply::new(move |py| next.into_py(py, PageKind::Async))
         })
     }
 }
