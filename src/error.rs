@@ -89,6 +89,8 @@ pub enum Error {
         limit: u64,
         size: u64,
         declared: bool,
+        /// The answer's `X-Request-Id`: an answer did arrive, only its body was refused.
+        request_id: Option<String>,
     },
     /// The service's paging went wrong: it answered another page than the one asked for, or
     /// the same items again, which would otherwise make a listing loop forever.
@@ -163,6 +165,7 @@ impl fmt::Display for Error {
                 limit,
                 size,
                 declared,
+                ..
             } => {
                 if *declared {
                     write!(

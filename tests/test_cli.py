@@ -83,6 +83,13 @@ def test_demo_runs_and_prints_the_send_result() -> None:
     assert body["to"] == "8613800138000"
     assert body["template"]["language"] == "en_US"
     assert "SendRejectedError: code='1002'" in out
+    assert ("plan:    CampaignPlan(502 messages: 500 to send, 1 invalid, 1 duplicate; 1 sender, "
+            "unpaced; 0 warnings)") in out
+    assert "sent:    BulkResult(502 messages: sent=500, rejected=0, unknown=0, failed=1, " \
+        "skipped=1; " in out
+    assert "re-run:  BulkResult(502 messages: sent=0, rejected=0, unknown=0, failed=1, " \
+        "skipped=501; " in out
+    assert "the service accepted 500 messages: none twice" in out
     assert out.rstrip().endswith("done.")
 
 

@@ -510,6 +510,60 @@ async def test_a_send_answered_with_an_unreadable_2xx_is_an_unknown_outcome(
     assert caught.value.to == "14155550100" and caught.value.template_name == "n"
 
 
+def test_response_too_large_error_for_a_body_over_max_response_bytes(
+    sandbox: Sandbox, sender: Number
+) -> None:
+    """A ``DecodeError``: the cap, the size seen and whether ``Content-Length`` declared it;
+    on a send it is the cause of an unknown outcome (the message was processed)."""
+    sandbox.inject("business_phone_numbers", status=200, body_bytes=5000)
+    with sandbox.client(max_response_bytes=1024) as client:
+        with pytest.raises(bizmsg.ResponseTooLargeError) as caught:
+            client.business_phone_numbers.list()
+        sandbox.inject("send", body_bytes=5000, chunked=True)
+        with pytest.raises(bizmsg.SendOutcomeUnknownError) as unknown:
+            client.messages.send_template(
+                to="14155550100", from_=sender.digits, name="n", parameters="p", language="en"
+            )
+    error = caught.value
+    assert isinstance(error, bizmsg.DecodeError)
+    assert (error.limit, error.size, error.declared) == (1024, 5000, True)
+    assert str(error) == ("the answer declares a body of 5000 bytes, over max_response_bytes "
+                          "(1024 bytes); it was not read")
+    cause = unknown.value.__cause__
+    assert isinstance(cause, bizmsg.ResponseTooLargeError)
+    assert cause.declared is False and 1024 < cause.size <= 5000
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.limit, copy.size, copy.declared) == (
+        bizmsg.ResponseTooLargeError, 1024, 5000, True)
+
+
+# --- CampaignError ----------------------------------------------------------------------------
+
+
+def test_campaign_error_for_a_journal_of_another_campaign(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Any
+) -> None:
+    """The campaign as a whole cannot go on: raised before any message, with the (empty)
+    partial result on ``bulk_result``."""
+    journal = tmp_path / "campaign.db"
+    message = {"to": "14155550100", "from": sender.digits, "name": "n", "parameters": "p",
+               "language": "en"}
+    client.messages.send_many([message], journal=journal, campaign_id="spring")
+    with pytest.raises(bizmsg.CampaignError) as caught:
+        client.messages.send_many([message], journal=journal, campaign_id="summer")
+    error = caught.value
+    assert isinstance(error, bizmsg.BizmsgError)
+    assert str(error) == (f'journal {journal}: belongs to campaign "spring", not "summer"; use '
+                          "another journal file for another campaign")
+    assert len(error.bulk_result) == 0  # type: ignore[attr-defined]
+    assert len(sandbox.sent_messages()) == 1
+    import pickle
+
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
 # --- SendRejectedError ------------------------------------------------------------------------
 
 

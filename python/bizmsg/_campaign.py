@@ -160,7 +160,7 @@ class BulkResult:
         )
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{status}={self.counts[status]}" for status in STATUSES)
+        counts = ", ".join(f"{status}={self.counts[status]:,}" for status in STATUSES)
         return (f"BulkResult({_count(len(self.outcomes), 'message')}: {counts}; "
                 f"{self.elapsed.total_seconds():.2f}s, {self.rate:,.0f}/s)")
 
@@ -249,8 +249,8 @@ class CampaignPlan:
     def __repr__(self) -> str:
         duration = ("unpaced" if self.estimated_duration is None
                     else f"~{self.estimated_duration.total_seconds():,.1f}s")
-        return (f"CampaignPlan({_count(self.total, 'message')}: {self.to_send} to send, "
-                f"{self.invalid_count} invalid, {_count(self.duplicate_count, 'duplicate')}; "
+        return (f"CampaignPlan({_count(self.total, 'message')}: {self.to_send:,} to send, "
+                f"{self.invalid_count:,} invalid, {_count(self.duplicate_count, 'duplicate')}; "
                 f"{_count(len(self.senders), 'sender')}, {duration}; "
                 f"{_count(len(self.warnings), 'warning')})")
 
@@ -383,13 +383,19 @@ def _attach(exc: BaseException, result: BulkResult) -> None:
         add_note(note)
 
 
-def progress_bar(progress: bool, messages: object) -> Any:
-    if not progress:
-        return None
+def require_tqdm() -> Any:
+    """tqdm's notebook-or-terminal bar class, or an ImportError that says how to install it."""
     try:
         from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
     except ImportError as exc:
         raise ImportError("progress=True needs tqdm: pip install 'bizmsg[progress]'") from exc
+    return tqdm
+
+
+def progress_bar(progress: bool, messages: object) -> Any:
+    if not progress:
+        return None
+    tqdm = require_tqdm()
     total = len(messages) if isinstance(messages, Sized) else None
     return tqdm(total=total, unit="msg", desc="sending", dynamic_ncols=True)
 

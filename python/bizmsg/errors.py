@@ -220,13 +220,15 @@ class ResponseTooLargeError(DecodeError):
     was read) or read so far when a body without a length passed the cap (reading stopped
     there). The connection is closed, not reused. On a send this is the ``__cause__`` of a
     :class:`SendOutcomeUnknownError`: an answer that cannot be read says nothing about the
-    message."""
+    message. ``request_id`` is the answer's ``X-Request-Id``, if it had one."""
 
-    def __init__(self, message: str, *, limit: int, size: int, declared: bool) -> None:
+    def __init__(self, message: str, *, limit: int, size: int, declared: bool,
+                 request_id: str | None = None) -> None:
         super().__init__(message)
         self.limit = limit
         self.size = size
         self.declared = declared
+        self.request_id = request_id
 
 
 class SendRejectedError(BizmsgError):

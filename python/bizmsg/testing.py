@@ -26,6 +26,7 @@ from typing import Any
 
 from . import _logging, _native
 from ._client import AsyncClient, Client
+from .errors import ValidationError
 
 __all__ = ["Sandbox", "Fault"]
 
@@ -90,9 +91,13 @@ class Sandbox:
         data = None
         if isinstance(seed_data, Mapping):
             data = json.dumps(seed_data)
-        elif seed_data is not None:
+        elif isinstance(seed_data, (str, os.PathLike)):
             with open(seed_data, encoding="utf-8") as file:
                 data = file.read()
+        elif seed_data is not None:
+            raise ValidationError(
+                f"seed_data must be a mapping or the path of a JSON file, not "
+                f"{type(seed_data).__name__}", field="seed_data")
         _logging.ensure_installed()
         self._server = _native.SandboxServer(
             host, port, seed, list(tenants), accounts_per_tenant,

@@ -234,8 +234,10 @@ impl Client {
             let Some(delay) = delay else {
                 return Err(match &operation.send {
                     Some(send) if reached && is_ambiguous(&error) => {
+                        // The id of the answer that made the outcome unknown, when one arrived.
                         let request_id = match &error {
                             Error::Api(api) => api.request_id.clone(),
+                            Error::ResponseTooLarge { request_id, .. } => request_id.clone(),
                             _ => None,
                         };
                         send.unknown(error, request_id)
@@ -303,6 +305,7 @@ impl Client {
                     limit,
                     size: oversized.size,
                     declared: oversized.declared,
+                    request_id,
                 });
             }
             // Decoded by the operation, which knows what it expects (and, for a send, how to

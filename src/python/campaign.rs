@@ -466,6 +466,30 @@ impl SendOutcome {
         Ok(record)
     }
 
+    /// Pickling, so that a `BulkResult` (and a `CampaignError` or `KeyboardInterrupt` carrying
+    /// one) can cross a process pool or be saved: the outcome's values, with its result and
+    /// error as the Python objects, which pickle themselves.
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, pyo3::types::PyTuple>)> {
+        let restore = py
+            .import(intern!(py, "bizmsg._native"))?
+            .getattr(intern!(py, "restore_send_outcome"))?;
+        let args = (
+            self.outcome.index,
+            self.outcome.payload.clone_ref(py),
+            self.outcome.status.as_str(),
+            self.outcome.idempotency_key.as_deref(),
+            self.result(py)?,
+            self.error(py)?,
+            self.outcome.duplicate_of,
+            self.outcome.reason.as_deref(),
+        )
+            .into_pyobject(py)?;
+        Ok((restore, args))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let mut text = format!(
             "SendOutcome(index={}, status={:?}",
@@ -481,17 +505,82 @@ impl SendOutcome {
         if let Some(original) = self.outcome.duplicate_of {
             text.push_str(&format!(", duplicate_of={original}"));
         }
-        if let Some(error) = &self.outcome.error {
+        if self.outcome.error.is_some() {
+            // The Python exception's text: the same as the Rust error's, and also right for an
+            // outcome restored from a pickle.
             let exception = self.error(py)?;
+            let bound = exception.bind(py);
             text.push_str(&format!(
                 ", error={}({:?})",
-                type_name(exception.bind(py)),
-                crate::wire::fields::truncate(&error.to_string(), 80)
+                type_name(bound),
+                crate::wire::fields::truncate(&bound.str()?.to_string_lossy(), 80)
             ));
         }
         text.push(')');
         Ok(text)
     }
+}
+
+/// The inverse of `SendOutcome.__reduce__`. The result and error objects are kept as they were
+/// unpickled; the Rust send result (for `to_record` and the repr) is decoded again from the
+/// result's wire bytes.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // one argument per field, as `__reduce__` gives them
+pub(crate) fn restore_send_outcome(
+    py: Python<'_>,
+    index: u64,
+    message: Py<PyAny>,
+    status: &str,
+    idempotency_key: Option<String>,
+    result: Py<PyAny>,
+    error: Py<PyAny>,
+    duplicate_of: Option<u64>,
+    reason: Option<String>,
+) -> PyResult<SendOutcome> {
+    let status = match status {
+        "sent" => Status::Sent,
+        "rejected" => Status::Rejected,
+        "unknown" => Status::Unknown,
+        "failed" => Status::Failed,
+        "skipped" => Status::Skipped,
+        other => {
+            return Err(to_py(
+                py,
+                Error::Validation {
+                    field: "status".into(),
+                    message: format!("not an outcome status: {other:?}"),
+                },
+            ))
+        }
+    };
+    let mut outcome = Outcome::new(index, message, status);
+    outcome.idempotency_key = idempotency_key;
+    outcome.duplicate_of = duplicate_of;
+    outcome.reason = reason;
+    if !result.is_none(py) {
+        let wire: Vec<u8> = result
+            .bind(py)
+            .call_method0(intern!(py, "_wire_bytes"))?
+            .extract()?;
+        outcome.result = Some(
+            <crate::wire::SendResult as crate::wire::FromWire>::from_answer(
+                bytes::Bytes::from(wire),
+                "a pickled SendOutcome",
+            )
+            .map_err(|e| to_py(py, e))?,
+        );
+    }
+    if !error.is_none(py) {
+        // Only marks that there is an error: every use of it goes through the Python object.
+        outcome.error = Some(Error::Internal(
+            error.bind(py).str()?.to_string_lossy().into(),
+        ));
+    }
+    let restored = SendOutcome::new(outcome);
+    // Set before anyone can read them, so the getters hand out these very objects.
+    let _ = restored.result.set(py, result);
+    let _ = restored.error.set(py, error);
+    Ok(restored)
 }
 
 /// A campaign's preflight: fed like a run, finished into a plan (a dict for `CampaignPlan`).

@@ -95,10 +95,12 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             limit,
             size,
             declared,
+            request_id,
         } => {
             kwargs.set_item("limit", limit)?;
             kwargs.set_item("size", size)?;
             kwargs.set_item("declared", declared)?;
+            kwargs.set_item("request_id", request_id.as_deref())?;
             module.getattr("ResponseTooLargeError")?
         }
         Error::Pagination(_) => module.getattr("PaginationError")?,

@@ -86,6 +86,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::Listing>()?;
     module.add_class::<campaign::CampaignRun>()?;
     module.add_class::<campaign::SendOutcome>()?;
+    module.add_function(wrap_pyfunction!(campaign::restore_send_outcome, module)?)?;
     module.add_class::<campaign::CampaignPlanner>()?;
     module.add_function(wrap_pyfunction!(has_next_page, module)?)?;
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;

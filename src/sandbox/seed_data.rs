@@ -34,6 +34,10 @@ impl SeedData {
         let tenants = root.get("tenants").and_then(Value::as_object).ok_or(
             "seed data needs a \"tenants\" object: {\"tenants\": {\"<name>\": [<account>, ...]}}",
         )?;
+        if tenants.is_empty() {
+            // Without a tenant no token is valid: a sandbox nobody could talk to.
+            return Err("seed data names no tenant: \"tenants\" needs at least one".into());
+        }
         let mut digits_seen = HashSet::new();
         let mut ids_seen = HashSet::new();
         let mut loaded = Vec::with_capacity(tenants.len());
@@ -219,6 +223,7 @@ mod tests {
     fn refusals_name_the_place() {
         for (text, says) in [
             ("[]", "needs a \"tenants\" object"),
+            (r#"{"tenants": {}}"#, "seed data names no tenant"),
             (
                 r#"{"tenants": {"a": [{"name": "x"}]}}"#,
                 "tenants.a[0]: bizAccountId is missing",

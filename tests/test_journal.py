@@ -1,0 +1,344 @@
+"""The campaign journal (``journal="c.db"``): a campaign cut short by a killed process or by
+Ctrl-C is run again with the same input and sends only what was never sent; what was in doubt
+is listed (or re-sent with its key when asked); a journal refuses another campaign and changed
+input.
+
+The interrupted runs are child processes (``sys.executable -c``) sending to this process's
+sandbox, slowed down (``sandbox.delay``) so that they can be stopped mid-way; the checks count
+what the sandbox committed per recipient.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bizmsg
+from bizmsg.testing import Sandbox
+from campaign_support import commits_by_recipient, message, messages, recipient, settle
+from conftest import DEFAULT_SIGINT, Number, committed
+
+#: Messages of the interrupted campaigns.
+TOTAL = 3000
+#: Commits the sandbox has seen when the child is stopped.
+STOP_AT = 300
+
+CHILD = DEFAULT_SIGINT + textwrap.dedent(
+    """
+    import json, sys
+    import bizmsg
+
+    base_url, token, sender, journal, total = sys.argv[1:6]
+    # The same dicts as campaign_support.message(sender, i).
+    rows = ({"to": f"1415{i:07d}", "from": sender, "name": "n", "parameters": [str(i)],
+             "language": "en"} for i in range(int(total)))
+    client = bizmsg.Client(token, base_url=base_url)
+    try:
+        result = client.messages.send_many(rows, journal=journal, concurrency=16)
+    except KeyboardInterrupt as interrupt:
+        partial = getattr(interrupt, "bulk_result", None)
+        if partial is None:  # a known bug, see test_campaigns.py
+            print(json.dumps({"interrupted": True, "bulk_result": False}), flush=True)
+        else:
+            print(json.dumps({"interrupted": True, "bulk_result": True,
+                              "counts": partial.counts, "stop_reason": partial.stop_reason,
+                              "sent": [o.message["to"] for o in partial.sent()]}), flush=True)
+    else:
+        print(json.dumps({"interrupted": False, "counts": result.counts}), flush=True)
+    """
+)
+
+
+def stop_child_mid_campaign(sandbox: Sandbox, sender: str, journal: Path,
+                            signum: int) -> subprocess.CompletedProcess[str]:
+    """Runs the campaign in a child process and sends it ``signum`` once the sandbox has
+    committed ``STOP_AT`` messages; returns once it is gone and the sandbox has finished every
+    request it had received."""
+    sandbox.delay = 0.005
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIZMSG_")}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, sandbox.base_url, sandbox.token, sender, str(journal),
+         str(TOTAL)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sandbox.stats()["accepted"] < STOP_AT:
+            if child.poll() is not None:
+                pytest.fail(f"the child ended before it was stopped:\n{child.communicate()[1]}")
+            assert time.monotonic() < deadline, "the child sent nothing"
+            time.sleep(0.002)
+        child.send_signal(signum)
+        stdout, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    settle(sandbox)
+    sandbox.delay = 0
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+def first_keys_by_recipient(sandbox: Sandbox) -> dict[str, dict[str, Any]]:
+    """Each recipient's commit (there must be one at most)."""
+    records = committed(sandbox)
+    assert len(records) == len({r["body"]["to"] for r in records}), "a recipient got two"
+    return {r["body"]["to"]: r for r in records}
+
+
+def test_resume_after_the_process_was_killed(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """A campaign of 3,000 is SIGKILLed after ~300 commits. Run again with the same journal
+    and input: what the journal knows as sent is skipped (with its recorded result), what was
+    in flight is listed ``unknown`` (never re-sent blindly), the rest is sent: no recipient
+    gets two messages, and nothing the journal knew was sent again. A third run with
+    ``resend_unknown=True`` re-sends the ones in doubt with their keys: the sandbox answers
+    those that had gone out with the original result, and every message is then delivered
+    exactly once."""
+    journal = tmp_path / "c.db"
+    killed = stop_child_mid_campaign(sandbox, sender.digits, journal, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    before_kill = first_keys_by_recipient(sandbox)
+    assert STOP_AT <= len(before_kill) < TOTAL
+
+    stats = sandbox.stats()
+    with sandbox.client() as client:
+        resumed = client.messages.send_many(messages(sender.digits, TOTAL), journal=journal)
+    after = sandbox.stats()
+    commits = commits_by_recipient(sandbox)
+
+    skipped = {o.message["to"]: o for o in resumed.skipped()}
+    unknown = {o.message["to"]: o for o in resumed.unknown()}
+    sent = {o.message["to"]: o for o in resumed.sent()}
+    doubt_went_out = set(unknown) & set(before_kill)
+    report = (f"{len(before_kill)} went out before the kill; on resume {len(skipped)} skipped "
+              f"as sent, {len(unknown)} in doubt ({len(doubt_went_out)} of which had gone "
+              f"out), {len(sent)} sent")
+    assert len(resumed) == TOTAL and resumed.counts["rejected"] == resumed.counts["failed"] == 0
+    assert len(skipped) + len(unknown) + len(sent) == TOTAL, report
+    assert max(commits.values()) == 1, report
+    assert after["replayed"] == stats["replayed"], "a message the journal knew was sent again"
+    assert set(before_kill) <= set(skipped) | set(unknown), report
+    assert len(unknown) > 0, report  # the messages in flight (and marked ahead) at the kill
+    for to, outcome in skipped.items():
+        assert outcome.reason == "already sent by an earlier run (journal)"
+        record = before_kill[to]
+        assert outcome.idempotency_key == record["headers"]["idempotency-key"]
+        assert outcome.result is not None
+        assert outcome.result.sms_id == record["response_body"]["smsId"]
+    for to, outcome in unknown.items():
+        assert "in doubt since an earlier run" in (outcome.reason or "")
+        assert isinstance(outcome.error, bizmsg.SendOutcomeUnknownError)
+        assert outcome.error.idempotency_key == outcome.idempotency_key
+        assert commits[to] == (1 if to in before_kill else 0), report
+        if to in before_kill:
+            assert outcome.idempotency_key == before_kill[to]["headers"]["idempotency-key"]
+    for to in sent:
+        assert to not in before_kill and commits[to] == 1, report
+    assert after["accepted"] - stats["accepted"] == len(sent), report
+
+    with sandbox.client() as client:
+        again = client.messages.send_many(messages(sender.digits, TOTAL), journal=journal,
+                                          resend_unknown=True)
+    final = sandbox.stats()
+    assert commits_by_recipient(sandbox) == {recipient(i): 1 for i in range(TOTAL)}, report
+    assert again.counts["sent"] == len(unknown) and again.counts["unknown"] == 0, report
+    assert again.counts["skipped"] == TOTAL - len(unknown)
+    for to, outcome in unknown.items():
+        resent = again.outcomes[outcome.index]
+        assert resent.status == "sent" and resent.idempotency_key == outcome.idempotency_key
+    assert final["replayed"] - after["replayed"] == len(doubt_went_out), report
+    assert final["accepted"] - after["accepted"] == len(unknown) - len(doubt_went_out), report
+
+
+def test_resume_with_resend_unknown_delivers_each_message_exactly_once(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """Killed mid-way, then resumed at once with ``resend_unknown=True``: the messages in doubt
+    go out again with the same keys, and the sandbox ends with exactly one commit per
+    recipient (commits counted as accepted sends that were not idempotent replays)."""
+    journal = tmp_path / "c.db"
+    killed = stop_child_mid_campaign(sandbox, sender.digits, journal, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    before_kill = first_keys_by_recipient(sandbox)
+    stats = sandbox.stats()
+    with sandbox.client() as client:
+        resumed = client.messages.send_many(messages(sender.digits, TOTAL), journal=journal,
+                                            resend_unknown=True)
+    after = sandbox.stats()
+    replays = [r for r in sandbox.sent_messages() if r["idempotent_replay"]]
+    report = (f"{len(before_kill)} went out before the kill; on resume "
+              f"{resumed.counts['skipped']} skipped, {resumed.counts['sent']} sent, of which "
+              f"{len(replays)} were replays of messages in doubt that had gone out")
+    assert commits_by_recipient(sandbox) == {recipient(i): 1 for i in range(TOTAL)}, report
+    assert resumed.counts["unknown"] == 0 and resumed.counts["sent"] + resumed.counts[
+        "skipped"] == TOTAL, report
+    assert after["replayed"] - stats["replayed"] == len(replays), report
+    assert after["accepted"] - stats["accepted"] == TOTAL - len(before_kill), report
+    for record in replays:
+        # A replay answers with what the first run's message got.
+        assert record["response_body"] == before_kill[record["body"]["to"]]["response_body"]
+
+
+def test_ctrl_c_leaves_a_consistent_journal(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """Ctrl-C (SIGINT) in a child running a sync campaign: ``KeyboardInterrupt`` carries the
+    partial result (no message left in doubt), and the journal is complete: the resumed run
+    skips exactly what went out, sends the rest, and nothing goes out twice."""
+    journal = tmp_path / "c.db"
+    interrupted = stop_child_mid_campaign(sandbox, sender.digits, journal, signal.SIGINT)
+    assert interrupted.returncode == 0, interrupted.stderr
+    report = json.loads(interrupted.stdout)
+    assert report["interrupted"] is True and report["bulk_result"] is True, report
+    assert report["stop_reason"] == "interrupted"
+    assert report["counts"]["unknown"] == 0 and report["counts"]["failed"] == 0
+    before = first_keys_by_recipient(sandbox)
+    assert sorted(report["sent"]) == sorted(before)  # every message that went out, reported
+
+    stats = sandbox.stats()
+    with sandbox.client() as client:
+        resumed = client.messages.send_many(messages(sender.digits, TOTAL), journal=journal)
+    assert resumed.counts["unknown"] == 0
+    assert {o.message["to"] for o in resumed.skipped()} == set(before)
+    assert resumed.counts["sent"] == TOTAL - len(before)
+    assert commits_by_recipient(sandbox) == {recipient(i): 1 for i in range(TOTAL)}
+    assert sandbox.stats()["replayed"] == stats["replayed"]
+
+
+# --- what a journal refuses ---------------------------------------------------------------------
+
+
+def test_a_journal_of_another_campaign_is_refused(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """A journal keeps the campaign id it was made with (the one given, or its own): running
+    it with another id raises ``CampaignError`` before anything is read or sent. With its own
+    id it keys messages exactly like ``campaign_id=`` alone."""
+    journal = tmp_path / "spring.db"
+    items = messages(sender.digits, 5)
+    first = client.messages.send_many(items, journal=journal, campaign_id="spring")
+    assert first.campaign_id == "spring"
+    sandbox.clear_requests()
+    with pytest.raises(bizmsg.CampaignError) as caught:
+        client.messages.send_many(items, journal=journal, campaign_id="summer")
+    assert 'belongs to campaign "spring", not "summer"' in str(caught.value)
+    assert str(journal) in str(caught.value)
+    assert sandbox.requests() == []
+
+    unnamed = tmp_path / "unnamed.db"
+    own = client.messages.send_many(items, journal=unnamed)
+    assert own.campaign_id is not None
+    with pytest.raises(bizmsg.CampaignError, match="belongs to campaign"):
+        client.messages.send_many(items, journal=unnamed, campaign_id="spring")
+    rerun = client.messages.send_many(items, journal=unnamed)
+    assert rerun.campaign_id == own.campaign_id
+
+    with Sandbox() as other, other.client() as fresh:
+        plain = fresh.messages.send_many(items, campaign_id="spring")
+    assert [o.idempotency_key for o in plain] == [o.idempotency_key for o in first]
+
+
+def test_a_changed_input_at_a_journaled_index_is_a_failed_outcome(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """Input that differs from what the journal recorded at a position is not sent: that
+    message is ``failed`` (``ValidationError``), the unchanged ones are skipped as done."""
+    journal = tmp_path / "c.db"
+    client.messages.send_many(messages(sender.digits, 5), journal=journal)
+    changed = messages(sender.digits, 5)
+    changed[2] = message(sender.digits, 2, parameters=["other"])
+    sandbox.clear_requests()
+    result = client.messages.send_many(changed, journal=journal)
+    assert [o.status for o in result] == ["skipped", "skipped", "failed", "skipped", "skipped"]
+    error = result.outcomes[2].error
+    assert isinstance(error, bizmsg.ValidationError) and error.field == "message"
+    assert "message #2 differs from the one the journal recorded" in str(error)
+    assert sandbox.requests() == []
+
+
+def test_an_unusable_journal_file_is_a_campaign_error(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    not_sqlite = tmp_path / "notes.db"
+    not_sqlite.write_text("these are my notes, not a journal\n" * 100)
+    with pytest.raises(bizmsg.CampaignError, match="is not usable"):
+        client.messages.send_many(messages(sender.digits, 3), journal=not_sqlite)
+    with pytest.raises(bizmsg.CampaignError):
+        client.messages.send_many(messages(sender.digits, 3), journal=tmp_path / "no" / "dir.db")
+    assert sandbox.sent_messages() == []
+
+
+# --- re-running a finished campaign -------------------------------------------------------------
+
+
+def test_rerunning_a_finished_campaign_sends_nothing(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, globex_sender: Number,
+    tmp_path: Path,
+) -> None:
+    """Every message of a finished campaign is skipped on a re-run, sent and rejected alike,
+    with the result the journal recorded; invalid ones fail again; nothing is requested."""
+    journal = tmp_path / "c.db"
+    items: list[Any] = [message(sender.digits, 0), message(globex_sender.digits, 1), 42,
+                        message(sender.digits, 3)]
+    first = client.messages.send_many(items, journal=journal)
+    assert [o.status for o in first] == ["sent", "rejected", "failed", "sent"]
+    sandbox.clear_requests()
+    again = client.messages.send_many(items, journal=journal)
+    assert [o.status for o in again] == ["skipped", "skipped", "failed", "skipped"]
+    assert again.outcomes[0].reason == "already sent by an earlier run (journal)"
+    assert again.outcomes[1].reason == "already rejected by an earlier run (journal)"
+    for before, after in zip(first.outcomes, again.outcomes):
+        if after.status == "skipped":
+            assert after.idempotency_key == before.idempotency_key
+            assert after.result is not None and before.result is not None
+            assert after.result.sms_id == before.result.sms_id
+            assert after.result.code == before.result.code
+    assert again.outcomes[0].result is not None and again.outcomes[0].result.ok
+    assert again.outcomes[1].result is not None and not again.outcomes[1].result.ok
+    assert sandbox.requests() == []
+
+
+def test_rerunning_does_not_send_what_the_first_run_skipped_as_a_duplicate(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """A duplicate the first run skipped is skipped again by a re-run, never sent (it was,
+    with a new key, before this was fixed)."""
+    journal = tmp_path / "c.db"
+    items = [message(sender.digits, 0), message(sender.digits, 1), message(sender.digits, 0)]
+    first = client.messages.send_many(items, journal=journal)
+    assert [o.status for o in first] == ["sent", "sent", "skipped"]
+    again = client.messages.send_many(items, journal=journal)
+    assert commits_by_recipient(sandbox) == {recipient(0): 1, recipient(1): 1}
+    assert [o.status for o in again] == ["skipped"] * 3
+    assert again.outcomes[2].duplicate_of == 0
+
+
+def test_a_campaign_stopped_early_is_finished_by_a_rerun(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, globex_sender: Number,
+    tmp_path: Path,
+) -> None:
+    """Messages left ``skipped`` because the campaign stopped (``stop_on_error``) are sent by
+    the next run with the same journal; what was done is not redone."""
+    journal = tmp_path / "c.db"
+    items = [message(globex_sender.digits if i == 0 else sender.digits, i) for i in range(300)]
+    first = client.messages.send_many(items, journal=journal, stop_on_error=True,
+                                      concurrency=4)
+    assert first.stopped_by is not None and first.counts["skipped"] > 0
+    done = {o.message["to"] for o in first.sent()}
+    second = client.messages.send_many(items, journal=journal)
+    assert second.outcomes[0].status == "skipped"  # rejected before: not retried
+    assert {o.message["to"] for o in second.sent()}.isdisjoint(done)
+    commits = commits_by_recipient(sandbox)
+    assert commits == Counter({recipient(i): 1 for i in range(1, 300)})
