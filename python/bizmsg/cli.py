@@ -28,6 +28,7 @@ from ._cli_commands import (
     add_commands,
     reconcile_hint,
 )
+from ._client import Client
 from .errors import BizmsgError, SendOutcomeUnknownError, SendRejectedError, ValidationError
 from .models import Template
 from .testing import Sandbox
@@ -67,6 +68,34 @@ try it without an account: run 'bizmsg sandbox', then in another terminal
 """
 
 DEBUG_HELP = "log every request to stderr (as BIZMSG_LOG=debug does) and show tracebacks"
+
+
+def _demo_campaign(sandbox: Sandbox, client: Client, sender: str) -> None:
+    """The bulk sender: a plan, a campaign with a journal, and the same campaign run again,
+    which sends nothing (what a restarted job would do after a crash)."""
+    import tempfile
+
+    from ._campaign import Message
+
+    template = Template(name="spring_promo", parameters=["SPRING"], language="en")
+    # 500 recipients: within the sender account's messaging tier (TIER_1K), so the plan is clean.
+    messages = [Message(to=f"86138{i:08d}", from_=sender, template=template) for i in range(500)]
+    messages += [messages[0], Message(to="12345", from_=sender, template=template)]
+    print(f"\nA campaign of {len(messages):,} messages (one repeated, one with a bad number):")
+    plan = client.messages.plan(messages)
+    print(f"  plan:    {plan!r}")
+    for warning in plan.warnings:
+        print(f"           warning: {warning}")
+    accepted = sandbox.stats()["accepted"]
+    with tempfile.TemporaryDirectory() as directory:
+        journal = os.path.join(directory, "spring.db")
+        result = client.messages.send_many(messages, journal=journal)
+        print(f"  sent:    {result!r}")
+        print(f"           {result.failed()[0].error}")
+        again = client.messages.send_many(messages, journal=journal)
+        print(f"  re-run:  {again!r}")
+    print(f"  the service accepted {sandbox.stats()['accepted'] - accepted:,} messages: "
+          "none twice, the re-run sent nothing")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -114,6 +143,8 @@ def _demo(args: argparse.Namespace) -> int:
             client.messages.send(to="8613800138000", from_=stranger, template=template)
         except SendRejectedError as error:
             print(f"  {type(error).__name__}: code={error.code!r} msg={error.msg!r}")
+
+        _demo_campaign(sandbox, client, sender.display_phone_number)
     print("\ndone.")
     return 0
 
