@@ -13,15 +13,16 @@ from __future__ import annotations
 import html
 import os
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult, _as_list, _Model
 
-__all__ = ["model_html", "page_html", "error_html", "error_traceback", "format_time"]
+__all__ = ["model_html", "page_html", "error_html", "error_traceback", "format_time",
+           "bulk_result_html", "plan_html"]
 
 _esc = html.escape
 
@@ -408,5 +409,107 @@ def error_html(error: BaseException) -> str:
         text = "".join(traceback.format_exception(type(error), error, _user_frames(error)))
         out.append(f"<details style='margin-top:4px'>{_SUMMARY.format('traceback')}"
                    f"<pre style='font-size:11px;white-space:pre-wrap'>{_esc(text)}</pre></details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+# --- campaigns -------------------------------------------------------------------------------
+
+#: A tone per outcome status: unknown is amber (reconcile it), not red (it may have been sent).
+_STATUS_TONE = {"sent": "green", "rejected": "red", "unknown": "amber", "failed": "red",
+                "skipped": "grey"}
+#: Rows of the "not sent" and "invalid" tables: the first few; the rest are in the object.
+_SHOWN = 10
+
+
+def _recipient(message: object) -> object:
+    """The ``to`` of an input item, whatever its form (a Message, a mapping, anything)."""
+    if isinstance(message, Mapping):
+        return cast("Mapping[str, object]", message).get("to")
+    return getattr(message, "to", None)
+
+
+def _rows_table(header: Sequence[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th{_NESTED}>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td{_NESTED}>{c}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"{_SMALL_TABLE}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _list_block(title: str, items: Sequence[str]) -> str:
+    lines = "".join(f"<li>{_esc(item)}</li>" for item in items)
+    return (f"<details open style='margin-top:4px'>{_SUMMARY.format(_esc(title))}"
+            f"<ul style='margin:2px 0;font-size:12px'>{lines}</ul></details>")
+
+
+def bulk_result_html(result: Any) -> str:
+    """A campaign's result: the counts per status as badges, time and rate, why it stopped,
+    its warnings, and the first messages that were not sent (with the key to reconcile the
+    unknown ones)."""
+    counts = " ".join(_BADGE.format(_TINT[tone], f"{status}&nbsp;{result.counts[status]:,}")
+                      for status, tone in _STATUS_TONE.items())
+    seconds = result.elapsed.total_seconds()
+    out = [f"<div><div style='font-size:12px'>BulkResult · {len(result):,} "
+           f"message{'s' if len(result) != 1 else ''} · {seconds:,.2f} s · "
+           f"{result.rate:,.0f}/s</div><div style='margin:4px 0'>{counts}</div>"]
+    if result.stop_reason:
+        out.append(f"<div style='font-size:12px'>stopped: {_esc(result.stop_reason)}</div>")
+    if result.warnings:
+        out.append(_list_block(f"{len(result.warnings)} warning(s)",
+                               [w.message for w in result.warnings]))
+    not_sent = [o for o in result.outcomes if o.status in ("rejected", "unknown", "failed")]
+    if not_sent:
+        rows = [[str(o.index), _BADGE.format(_TINT[_STATUS_TONE[o.status]], o.status),
+                 _text(_recipient(o.message)),
+                 _esc(_short(f"{type(o.error).__name__}: {o.error}", 120)) if o.error else "",
+                 _esc(o.idempotency_key or "")]
+                for o in not_sent[:_SHOWN]]
+        more = len(not_sent) - _SHOWN
+        title = (f"{len(not_sent):,} not sent"
+                 + (f" (first {_SHOWN}; all in .rejected(), .unknown(), .failed())"
+                    if more > 0 else ""))
+        out.append(f"<details open style='margin-top:4px'>{_SUMMARY.format(_esc(title))}"
+                   f"{_rows_table(['index', 'status', 'to', 'error', 'idempotency key'], rows)}"
+                   "</details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def plan_html(plan: Any) -> str:
+    """A campaign's plan: the totals, ok or not, each sender (status, quality, pace, problem)
+    and account (unique recipients against its tier), the first invalid messages and the
+    warnings."""
+    ok = _BADGE.format(_TINT["green" if plan.ok else "red"], "ok" if plan.ok else "not ok")
+    duration = ("unpaced" if plan.estimated_duration is None
+                else f"~{plan.estimated_duration.total_seconds():,.1f} s at the chosen pace")
+    out = [f"<div><div style='font-size:12px'>CampaignPlan {ok} · {plan.total:,} messages · "
+           f"{plan.to_send:,} to send · {plan.invalid_count:,} invalid · "
+           f"{plan.duplicate_count:,} duplicates · {_esc(duration)}</div>"]
+    if plan.senders:
+        rows = [[_esc(s.sender), f"{s.messages:,}",
+                 _badge(s.status) if s.listed else _BADGE.format(_TINT["red"], "not yours"),
+                 _badge(s.quality_rating), _text(s.throughput), _text(s.account_id),
+                 "" if s.pace is None else f"{s.pace:g}/s",
+                 _esc(s.problem or s.warning or "")]
+                for s in plan.senders]
+        out.append(_rows_table(["sender", "messages", "status", "quality", "throughput",
+                                "account", "pace", "problem or warning"], rows))
+    if plan.accounts:
+        rows = [[_esc(a.account_id), _text(a.name), _text(a.tier),
+                 "unlimited" if a.limit is None else f"{a.limit:,}",
+                 _BADGE.format(_TINT["red" if a.over_tier else "green"],
+                               f"{a.unique_recipients:,}")]
+                for a in plan.accounts]
+        out.append(_rows_table(["account", "name", "tier", "limit / 24 h", "unique recipients"],
+                               rows))
+    if plan.invalid:
+        rows = [[str(index), _esc(_short(str(error), 160))]
+                for index, error in plan.invalid[:_SHOWN]]
+        title = f"{plan.invalid_count:,} invalid" + (
+            f" (first {_SHOWN}; all in .invalid)" if plan.invalid_count > _SHOWN else "")
+        out.append(f"<details open style='margin-top:4px'>{_SUMMARY.format(_esc(title))}"
+                   f"{_rows_table(['index', 'problem'], rows)}</details>")
+    if plan.warnings:
+        out.append(_list_block(f"{len(plan.warnings)} warning(s)", plan.warnings))
     out.append("</div>")
     return "".join(out)

@@ -299,8 +299,10 @@ class Page(_Model, Generic[T]):
         # in how it fetches the next page, which is not part of the page's value.
         if not isinstance(other, Page):
             return NotImplemented
-        return (self.data, self.total, self.size, self.current, self.pages) == (
-            other.data, other.total, other.size, other.current, other.pages)
+        return self._value() == other._value()
+
+    def _value(self) -> tuple[object, ...]:
+        return (self.data, self.total, self.size, self.current, self.pages)
 
     def has_next_page(self) -> bool:
         """Whether another page may follow: ``current < pages``; without ``pages``,
