@@ -449,3 +449,71 @@ def test_import_bizmsg_loads_no_display_or_pandas_module() -> None:
             "'bizmsg._display', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- campaigns -------------------------------------------------------------------------------
+
+
+def _campaign_items(sender: Number, other: str) -> list[Any]:
+    template = bizmsg.Template(name="promo", parameters=["S"], language="en")
+    good = bizmsg.Message(to="8613800000001", from_=sender.digits, template=template)
+    return [
+        good,
+        bizmsg.Message(to="8613800000002", from_=other, template=template),
+        7,
+        good,
+        {"to": "<script>alert(1)</script>", "from": sender.digits, "template": template},
+    ]
+
+
+def test_bulk_result_html_shows_counts_and_what_was_not_sent(
+    client: bizmsg.Client, sender: Number, globex_sender: Number
+) -> None:
+    result = client.messages.send_many(_campaign_items(sender, globex_sender.digits))
+    assert [o.status for o in result] == ["sent", "rejected", "failed", "skipped", "failed"]
+    text = result._repr_html_()
+    markup = parse(text)
+    assert "<script" not in text and "&lt;script&gt;" in text
+    assert badges(text)[:5] == [
+        (TINT["green"], "sent&nbsp;1"), (TINT["red"], "rejected&nbsp;1"),
+        (TINT["amber"], "unknown&nbsp;0"), (TINT["red"], "failed&nbsp;2"),
+        (TINT["grey"], "skipped&nbsp;1"),
+    ]
+    assert "BulkResult · 5 messages · " in "".join(markup.text)
+    assert "3 not sent" in text
+    rows = re.findall(r"<tr><td[^>]*>(\d+)</td>", text)
+    assert rows == ["1", "2", "4"]  # the rejected and failed messages, by input index
+    assert "SendRejectedError: " in text and "ValidationError: " in text
+    assert result.outcomes[1].idempotency_key in text
+
+
+def test_plan_html_shows_senders_accounts_and_invalid_rows(
+    client: bizmsg.Client, sender: Number
+) -> None:
+    items = _campaign_items(sender, "+1 415 555 0100")
+    plan = client.messages.plan(items)
+    assert not plan.ok
+    text = plan._repr_html_()
+    markup = parse(text)
+    assert "<script" not in text
+    flat = "".join(markup.text)
+    assert (f"CampaignPlan not ok · 5 messages · {plan.to_send} to send · 2 invalid · "
+            "1 duplicates · unpaced") in flat
+    assert (TINT["red"], "not yours") in badges(text)  # a sender that is not this account's
+    assert (TINT["green"], "CONNECTED") in badges(text)
+    assert sender.digits in flat and "14155550100" in flat
+    assert "2 invalid" in flat and "&lt;script&gt;" in text
+    assert plan.accounts and plan.accounts[0].account_id in flat
+
+
+def test_an_empty_campaign_renders() -> None:
+    from datetime import timedelta
+
+    from bizmsg._campaign import BulkResult
+
+    result = BulkResult(outcomes=[], counts=dict.fromkeys(
+        ("sent", "rejected", "unknown", "failed", "skipped"), 0),
+        elapsed=timedelta(0), rate=0.0)
+    text = result._repr_html_()
+    parse(text)
+    assert "BulkResult · 0 messages · 0.00 s · 0/s" in text and "not sent" not in text

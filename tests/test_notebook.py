@@ -121,7 +121,12 @@ def test_async_cell_lists_and_sends(executed: Any) -> None:
 def test_the_campaign_is_planned_then_all_sent(executed: Any) -> None:
     plan = next(c for c in _code_cells(executed) if "client.messages.plan(" in c.source)
     printed = "".join(o.text for o in plan.outputs if o.output_type == "stream")
-    assert "300 to send, 1 invalid" in printed and "message 301 repeats message 0" in printed
+    assert "message 301 repeats message 0" in printed
+    [shown] = _html(plan)
+    assert "CampaignPlan" in shown and "300 to send · 1 invalid · 1 duplicates" in shown
+    [sent] = _html(_cell(executed, 'result = client.messages.send_many(messages, pace="auto", '
+                                   'progress=True)\nresult'))
+    assert "BulkResult · 300 messages" in sent and "sent&nbsp;300" in sent
     counts = ast.literal_eval(_cell(executed, "result.counts").outputs[0].data["text/plain"])
     assert counts == {"sent": 300, "rejected": 0, "unknown": 0, "failed": 0, "skipped": 0}
     head = _cell(executed, "result.to_pandas().head()")

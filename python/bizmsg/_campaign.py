@@ -159,6 +159,12 @@ class BulkResult:
             what="BulkResult.to_pandas()",
         )
 
+    def _repr_html_(self) -> str:
+        # Counts as badges, why it stopped, warnings, the first messages not sent (_display.py).
+        from ._display import bulk_result_html
+
+        return bulk_result_html(self)
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{status}={self.counts[status]:,}" for status in STATUSES)
         return (f"BulkResult({_count(len(self.outcomes), 'message')}: {counts}; "
@@ -245,6 +251,12 @@ class CampaignPlan:
             estimated_duration=None if seconds is None else timedelta(seconds=seconds),
             warnings=list(plan["warnings"]),
         )
+
+    def _repr_html_(self) -> str:
+        # Totals, senders, accounts against their tiers, invalid rows, warnings (_display.py).
+        from ._display import plan_html
+
+        return plan_html(self)
 
     def __repr__(self) -> str:
         duration = ("unpaced" if self.estimated_duration is None
