@@ -498,7 +498,7 @@ def test_plan_html_shows_senders_accounts_and_invalid_rows(
     assert "<script" not in text
     flat = "".join(markup.text)
     assert (f"CampaignPlan not ok · 5 messages · {plan.to_send} to send · 2 invalid · "
-            "1 duplicates · unpaced") in flat
+            "1 duplicate · unpaced") in flat
     assert (TINT["red"], "not yours") in badges(text)  # a sender that is not this account's
     assert (TINT["green"], "CONNECTED") in badges(text)
     assert sender.digits in flat and "14155550100" in flat

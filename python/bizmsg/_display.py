@@ -484,7 +484,8 @@ def plan_html(plan: Any) -> str:
                 else f"~{plan.estimated_duration.total_seconds():,.1f} s at the chosen pace")
     out = [f"<div><div style='font-size:12px'>CampaignPlan {ok} · {plan.total:,} messages · "
            f"{plan.to_send:,} to send · {plan.invalid_count:,} invalid · "
-           f"{plan.duplicate_count:,} duplicates · {_esc(duration)}</div>"]
+           f"{plan.duplicate_count:,} duplicate{'' if plan.duplicate_count == 1 else 's'} · "
+           f"{_esc(duration)}</div>"]
     if plan.senders:
         rows = [[_esc(s.sender), f"{s.messages:,}",
                  _badge(s.status) if s.listed else _BADGE.format(_TINT["red"], "not yours"),
