@@ -1060,6 +1060,24 @@ def test_ctrl_c_lets_messages_in_flight_finish_and_reports_everything(
     assert sorted(o.message["to"] for o in partial.sent()) == sorted(commits)
 
 
+def interrupted_from_a_profile_hook(sandbox: Sandbox, client: bizmsg.Client, sender: Number,
+                                    count: int, hook: Any) -> bizmsg.BulkResult:
+    """Runs a campaign of ``count`` with ``hook`` as the profile function (it raises SIGINT
+    where the test wants the Ctrl-C to land); returns the partial result the
+    ``KeyboardInterrupt`` carried, once every message it reports sent is known to have gone
+    out and nothing else did."""
+    sys.setprofile(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            client.messages.send_many(messages(sender.digits, count), concurrency=8)
+    finally:
+        sys.setprofile(None)
+    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
+    settle(sandbox)
+    assert sorted(o.message["to"] for o in partial.sent()) == sorted(commits_by_recipient(sandbox))
+    return partial
+
+
 @pytest.mark.usefixtures("sigint_handler")
 def test_a_ctrl_c_arriving_with_a_batch_of_outcomes_loses_none(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number
@@ -1084,16 +1102,8 @@ def test_a_ctrl_c_arriving_with_a_batch_of_outcomes_loses_none(
             fired = True
             signal.raise_signal(signal.SIGINT)
 
-    sys.setprofile(hook)
-    try:
-        with pytest.raises(KeyboardInterrupt) as caught:
-            client.messages.send_many(messages(sender.digits, 16), concurrency=8)
-    finally:
-        sys.setprofile(None)
+    partial = interrupted_from_a_profile_hook(sandbox, client, sender, 16, hook)
     assert fired, "no wait() lasted: update this test"
-    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
-    settle(sandbox)
-    assert sorted(o.message["to"] for o in partial.sent()) == sorted(commits_by_recipient(sandbox))
     assert [o.index for o in partial] == list(range(16))
 
 
@@ -1116,16 +1126,8 @@ def test_a_ctrl_c_between_two_events_keeps_the_partial_result(
             fired = True
             signal.raise_signal(signal.SIGINT)
 
-    sys.setprofile(hook)
-    try:
-        with pytest.raises(KeyboardInterrupt) as caught:
-            client.messages.send_many(messages(sender.digits, 64), concurrency=8)
-    finally:
-        sys.setprofile(None)
+    interrupted_from_a_profile_hook(sandbox, client, sender, 64, hook)
     assert fired, "the hook never saw the driver generator resume: update this test"
-    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
-    settle(sandbox)
-    assert sorted(o.message["to"] for o in partial.sent()) == sorted(commits_by_recipient(sandbox))
 
 
 @pytest.mark.usefixtures("sigint_handler")
