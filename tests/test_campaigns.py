@@ -792,7 +792,14 @@ def test_send_many_on_a_closed_client_raises(sandbox: Sandbox, sender: Number) -
     [({"concurrency": 0}, "concurrency"), ({"concurrency": 10_001}, "concurrency"),
      ({"rate_limit": 0}, "rate_limit"), ({"rate_limit": float("nan")}, "rate_limit"),
      ({"campaign_id": " "}, "campaign_id"), ({"pace": "fast"}, "pace"),
-     ({"max_retries": -1}, "max_retries")],
+     ({"max_retries": -1}, "max_retries"),
+     # Regressions: a rate below one a day panicked in the rate limiter; a string, a pace or
+     # a campaign id of another type, a journal that is not a path raised TypeError or
+     # ValueError instead of ValidationError; -1 was reported as "got 0".
+     ({"rate_limit": 1e-11}, "rate_limit"), ({"rate_limit": "5"}, "rate_limit"),
+     ({"rate_limit": True}, "rate_limit"), ({"pace": 1}, "pace"),
+     ({"campaign_id": 5}, "campaign_id"), ({"journal": 5}, "journal"),
+     ({"concurrency": -1}, "concurrency")],
 )
 def test_bad_options_are_refused_before_anything_is_read_or_sent(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, options: dict[str, Any], field: str
@@ -1164,3 +1171,67 @@ def test_a_second_ctrl_c_abandons_messages_in_flight_as_unknown(
         assert outcome.idempotency_key in keys
     assert partial.counts["skipped"] == len(partial) - 8
     sandbox.delay = 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad_at", [0, 1, 2])
+def test_stop_on_error_with_a_bad_item_ends_and_reports_every_item(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, bad_at: int
+) -> None:
+    """An invalid item with ``stop_on_error=True`` stops the campaign while the rest of its
+    chunk is being taken: every item still gets an outcome and the call returns. (A regression
+    test: the items taken after the stop were queued and never reported, and the call hung,
+    Ctrl-C included.)"""
+    items: list[Any] = messages(sender.digits, 3)
+    items[bad_at] = {"to": "12", "from": sender.digits, "name": "n", "parameters": ["x"],
+                     "language": "en"}
+    result = client.messages.send_many(items, stop_on_error=True)
+    assert [o.index for o in result] == [0, 1, 2]
+    assert result.outcomes[bad_at].status == "failed"
+    assert result.stopped_by is not None and result.stopped_by.index == bad_at
+    assert {o.status for o in result if o.index != bad_at} <= {"sent", "skipped"}
+    assert len(commits_by_recipient(sandbox)) == result.counts["sent"]
+
+
+def test_on_result_gets_every_outcome_after_a_ctrl_c(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, sigint_handler: None
+) -> None:
+    """After a first Ctrl-C the messages in flight finish, and ``on_result`` still receives
+    their outcomes: a sink fed by it holds what the partial result holds. (A regression test:
+    on_result stopped being called at the Ctrl-C.)"""
+    sandbox.delay = 0.01
+    seen: list[int] = []
+
+    def sink(batch: list[bizmsg.SendOutcome]) -> None:
+        seen.extend(outcome.index for outcome in batch)
+        if len(seen) >= 64 and not getattr(sink, "fired", False):
+            sink.fired = True  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        client.messages.send_many(messages(sender.digits, 2000), concurrency=64,
+                                  on_result=sink)
+    sandbox.delay = 0
+    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
+    assert sorted(seen) == [o.index for o in partial]
+    settle(sandbox)
+    assert sorted(o.message["to"] for o in partial.sent()) == sorted(commits_by_recipient(sandbox))
+
+
+def test_a_retry_after_pause_releases_no_burst(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    """With ``rate_limit`` set, messages held by a ``Retry-After`` pause leave at the pace once
+    it lifts, not all at once (which would draw more 429s from the platform): the slots are
+    taken after the pause, so 30 messages at 10/s behind a 1 s pause take 1 + 2.9 s. With the
+    burst (the regression: slots taken during the pause, ~10 messages released together) they
+    took ~3 s. A lower bound on time, so a slow machine cannot fail it."""
+    sandbox.inject("send", status=429, headers={"Retry-After": "1"},
+                   body='{"code":"429","msg":"slow down"}')
+    started = time.monotonic()
+    result = client.messages.send_many(messages(sender.digits, 30), concurrency=64,
+                                       rate_limit=10)
+    elapsed = time.monotonic() - started
+    assert result.counts["sent"] == 30
+    assert sandbox.sent_messages()[0]["status"] == 429
+    assert elapsed >= 3.6, f"{elapsed:.2f} s: the messages held by the pause left together"

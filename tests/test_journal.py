@@ -342,3 +342,94 @@ def test_a_campaign_stopped_early_is_finished_by_a_rerun(
     assert {o.message["to"] for o in second.sent()}.isdisjoint(done)
     commits = commits_by_recipient(sandbox)
     assert commits == Counter({recipient(i): 1 for i in range(1, 300)})
+
+
+def journal_states(journal: Path) -> Counter[str]:
+    """How many rows of the journal are in each state."""
+    import sqlite3
+
+    connection = sqlite3.connect(journal)
+    try:
+        return Counter(dict(connection.execute(
+            "SELECT state, count(*) FROM bizmsg_messages GROUP BY state").fetchall()))
+    finally:
+        connection.close()
+
+
+@pytest.mark.usefixtures("sigint_handler")
+def test_a_ctrl_c_while_the_input_is_read_leaves_what_was_sent_alone(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """A re-run interrupted while it reads its input reports the items it had not taken as
+    skipped, and must not write that over the journal's ``sent`` rows: the next run would
+    send those messages again. (A regression test: 512 sent rows became skipped, and the next
+    run re-sent them, saved from duplicates only by the sandbox honouring the keys.)"""
+    journal = tmp_path / "c.db"
+    items = messages(sender.digits, 1500)
+    first = client.messages.send_many(items, journal=journal)
+    assert first.counts["sent"] == 1500
+
+    def interrupted() -> Any:
+        for i, item in enumerate(items):
+            if i == 700:
+                signal.raise_signal(signal.SIGINT)
+            yield item
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        client.messages.send_many(interrupted(), journal=journal)
+    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
+    assert partial.counts["sent"] == 0 and partial.counts["skipped"] == len(partial)
+    assert journal_states(journal) == Counter({"sent": 1500})
+
+    sandbox.clear_requests()
+    third = client.messages.send_many(items, journal=journal)
+    assert third.counts["skipped"] == 1500 and sandbox.sent_messages() == []
+
+
+def test_changed_input_leaves_the_journal_as_it_was(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """Input that no longer matches the journal fails at the positions that differ, without
+    touching their rows (duplicates included, which are recorded with their fingerprint): the
+    original input then still sends nothing twice. (A regression test: a row inserted at the
+    top sent the last message a second time, and the original input was then re-sent whole.)"""
+    journal = tmp_path / "c.db"
+    items = messages(sender.digits, 100)
+    first = client.messages.send_many(items + [items[0]], journal=journal)
+    assert first.counts["sent"] == 100 and first.counts["skipped"] == 1
+    before = journal_states(journal)
+
+    shifted = [message(sender.digits, 999)] + items
+    second = client.messages.send_many(shifted, journal=journal)
+    assert second.counts["failed"] == 101 and second.counts["sent"] == 0
+    assert all(isinstance(o.error, bizmsg.ValidationError) for o in second.failed())
+    assert journal_states(journal) == before
+
+    third = client.messages.send_many(items, journal=journal)
+    assert third.counts["skipped"] == 100
+    assert commits_by_recipient(sandbox) == Counter({recipient(i): 1 for i in range(100)})
+
+
+def test_a_message_in_doubt_stays_in_doubt_when_this_run_does_not_send_it(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
+) -> None:
+    """A message left in doubt by a killed run and taken again with ``resend_unknown=True``
+    keeps its doubt in the journal if this run stops before sending it: the next run still
+    lists it ``unknown`` instead of sending it as if it never left."""
+    journal = tmp_path / "c.db"
+    killed = stop_child_mid_campaign(sandbox, sender.digits, journal, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    in_doubt = journal_states(journal)["dispatched"]
+    assert in_doubt > 0
+    # An invalid item closes the first chunk the engine reads (512 items, taken in one go):
+    # the messages in doubt are queued to be re-sent, then the stop reports them skipped
+    # before any is sent.
+    items: list[Any] = messages(sender.digits, TOTAL)
+    stopped = client.messages.send_many(items[:511] + [{"to": "12"}] + items[512:],
+                                        journal=journal, resend_unknown=True,
+                                        stop_on_error=True)
+    assert stopped.counts["sent"] == 0 and stopped.stopped_by is not None
+    assert journal_states(journal)["dispatched"] == in_doubt
+    again = client.messages.send_many(items, journal=journal)
+    assert again.counts["unknown"] == in_doubt
+    assert max(commits_by_recipient(sandbox).values()) == 1

@@ -123,7 +123,7 @@ def test_the_campaign_is_planned_then_all_sent(executed: Any) -> None:
     printed = "".join(o.text for o in plan.outputs if o.output_type == "stream")
     assert "message 301 repeats message 0" in printed
     [shown] = _html(plan)
-    assert "CampaignPlan" in shown and "300 to send · 1 invalid · 1 duplicates" in shown
+    assert "CampaignPlan" in shown and "300 to send · 1 invalid · 1 duplicate ·" in shown
     [sent] = _html(_cell(executed, 'result = client.messages.send_many(messages, pace="auto", '
                                    'progress=True)\nresult'))
     assert "BulkResult · 300 messages" in sent and "sent&nbsp;300" in sent

@@ -318,18 +318,35 @@ class _Collector:
         #: from the input or from on_result): raised once the campaign has settled.
         self.raised: BaseException | None = None
         self.started = time.monotonic()
+        #: The last batch (by event sequence) counted, and the last one on_result was given:
+        #: a batch handed out again after an interruption is counted and reported once.
+        self.counted = 0
+        self.reported = 0
+        #: on_result raised: it is not called again (Ctrl-C inside it does not count).
+        self.on_result_failed = False
 
-    def outcomes_arrived(self, batch: list[SendOutcome]) -> None:
-        if self.keep:
-            self.outcomes.extend(batch)
-        self.counts.update(outcome.status for outcome in batch)
-        if self.progress is not None:
-            # The counts first: update() draws the bar, with them.
-            self.progress.set_postfix({status: self.counts[status] for status in STATUSES
-                                       if self.counts[status]}, refresh=False)
-            self.progress.update(len(batch))
-        if self.on_result is not None and self.raised is None:
-            self.on_result(batch)
+    def outcomes_arrived(self, sequence: int, batch: list[SendOutcome]) -> None:
+        if sequence > self.counted:
+            self.counted = sequence
+            if self.keep:
+                self.outcomes.extend(batch)
+            self.counts.update(outcome.status for outcome in batch)
+            if self.progress is not None:
+                # The counts first: update() draws the bar, with them.
+                self.progress.set_postfix({status: self.counts[status] for status in STATUSES
+                                           if self.counts[status]}, refresh=False)
+                self.progress.update(len(batch))
+        if (self.on_result is not None and not self.on_result_failed
+                and sequence > self.reported):
+            # Called after a Ctrl-C too: a sink of outcomes gets every one of them.
+            try:
+                self.on_result(batch)
+            except KeyboardInterrupt:
+                raise  # the batch is handed out again, and given to on_result again
+            except BaseException:
+                self.on_result_failed = True
+                raise
+            self.reported = sequence
 
     def warning(self, value: tuple[str, str, str | None, str | None]) -> None:
         self.warnings.append(CampaignWarning(*value))
@@ -412,7 +429,8 @@ def progress_bar(progress: bool, messages: object) -> Any:
     return tqdm(total=total, unit="msg", desc="sending", dynamic_ncols=True)
 
 
-Deliver = Callable[[list["SendOutcome"]], object]
+#: Takes a batch of outcomes and its event sequence (a batch handed out again has the same).
+Deliver = Callable[[int, list["SendOutcome"]], object]
 
 
 def drive(run: _native.CampaignRun, messages: Iterable[MessageLike], collector: _Collector,
@@ -438,7 +456,7 @@ def drive(run: _native.CampaignRun, messages: Iterable[MessageLike], collector: 
             if kind == "input":
                 _feed(run, source, value, collector)
             elif kind == "outcomes":
-                deliver(value)
+                deliver(sequence, value)
             elif kind == "warning":
                 collector.warning(value)
             else:
@@ -509,16 +527,18 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
                    on_result: Callable[[list[SendOutcome]], object] | None,
                    progress: bool) -> Iterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    ready: list[SendOutcome] = []
+    # By index: a batch handed out again (an interruption before it was acknowledged) is
+    # yielded once.
+    ready: dict[int, SendOutcome] = {}
 
-    def deliver(batch: list[SendOutcome]) -> None:
-        collector.outcomes_arrived(batch)
-        ready.extend(batch)
+    def deliver(sequence: int, batch: list[SendOutcome]) -> None:
+        collector.outcomes_arrived(sequence, batch)
+        ready.update((outcome.index, outcome) for outcome in batch)
 
     steps = drive(run, messages, collector, deliver)
     try:
         for _ in steps:
-            yield from ready
+            yield from ready.values()
             ready.clear()
     finally:
         if collector.done is None:
@@ -567,7 +587,7 @@ async def adrive(run: _native.CampaignRun,
                 else:
                     run.end_input()
             elif kind == "outcomes":
-                deliver(value)
+                deliver(sequence, value)
             elif kind == "warning":
                 collector.warning(value)
             else:
@@ -612,16 +632,16 @@ async def asend_many_iter(run: _native.CampaignRun,
                           on_result: Callable[[list[SendOutcome]], object] | None,
                           progress: bool) -> AsyncIterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    ready: list[SendOutcome] = []
+    ready: dict[int, SendOutcome] = {}
 
-    def deliver(batch: list[SendOutcome]) -> None:
-        collector.outcomes_arrived(batch)
-        ready.extend(batch)
+    def deliver(sequence: int, batch: list[SendOutcome]) -> None:
+        collector.outcomes_arrived(sequence, batch)
+        ready.update((outcome.index, outcome) for outcome in batch)
 
     steps = adrive(run, messages, collector, deliver)
     try:
         async for _ in steps:
-            for outcome in ready:
+            for outcome in ready.values():
                 yield outcome
             ready.clear()
     finally:

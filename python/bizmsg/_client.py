@@ -33,7 +33,7 @@ from typing import (
 )
 
 from . import _logging, _native
-from .errors import BizmsgError, ConfigurationError
+from .errors import BizmsgError, ConfigurationError, ValidationError
 from .models import (
     AsyncPage,
     BusinessAccount,
@@ -384,10 +384,45 @@ def _campaign_run(native: _native.NativeClient, *, concurrency: int, rate_limit:
 
         require_tqdm()
     return native.campaign(
-        concurrency, None if rate_limit is None else float(rate_limit), pace, stop_on_error,
-        dedupe, None if journal is None else os.fspath(journal), campaign_id, resend_unknown,
-        _timeout_arg(timeout), max_retries,
+        concurrency, _campaign_rate(rate_limit), _optional_text("pace", pace), stop_on_error,
+        dedupe, _journal_path(journal), _optional_text("campaign_id", campaign_id),
+        resend_unknown, _timeout_arg(timeout), max_retries,
     )
+
+
+def _campaign_rate(rate_limit: object) -> float | None:
+    # A number, not whatever float() accepts ("5" is a mistake in a rate, not a rate).
+    if rate_limit is None:
+        return None
+    if isinstance(rate_limit, bool) or not isinstance(rate_limit, (int, float)):
+        raise ValidationError(
+            f"invalid rate_limit: must be a number of messages per second, got "
+            f"{type(rate_limit).__name__} {rate_limit!r}", field="rate_limit")
+    try:
+        return float(rate_limit)
+    except OverflowError:
+        raise ValidationError(f"invalid rate_limit: {rate_limit} is out of range",
+                              field="rate_limit") from None
+
+
+def _optional_text(field: str, value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValidationError(f"invalid {field}: must be a string, got {type(value).__name__} "
+                          f"{value!r}", field=field)
+
+
+def _journal_path(journal: object) -> str | None:
+    if journal is None:
+        return None
+    try:
+        path = os.fspath(journal)  # type: ignore[call-overload]
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        raise ValidationError(f"invalid journal: must be a file path, got "
+                              f"{type(journal).__name__} {journal!r}", field="journal")
+    return path
 
 
 class Messages(_Resource):

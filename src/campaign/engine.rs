@@ -14,7 +14,7 @@
 //! pacing, duplicate detection, the platform's codes (pause, retry later, stop), the journal,
 //! and stopping (an error with `stop_on_error`, Ctrl-C, a cancelled task).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -262,6 +262,15 @@ struct Ready<P> {
     limiter: Option<Arc<Limiter>>,
 }
 
+/// The longest wait before sending again to a recipient whose pair rate was hit (131056).
+const PAIR_RATE_WAIT_CAP: Duration = Duration::from_secs(15 * 60);
+
+/// Whether an outcome is written to the journal (with the message's fingerprint when known).
+enum Journaling {
+    Write(Option<Fingerprint>),
+    Skip,
+}
+
 /// A finished send and, when the platform asked for it, why the campaign must stop.
 struct Finished<P> {
     outcome: Outcome<P>,
@@ -289,6 +298,11 @@ struct Engine<P> {
     inflight: FuturesUnordered<BoxFuture<'static, Finished<P>>>,
     buffer: Vec<Outcome<P>>,
     stopped: Option<Stop>,
+    /// Messages taken again while in doubt since an earlier run (`resend_unknown`): whatever
+    /// this run sees of them, their journal rows stay in doubt unless a result comes back.
+    doubtful: HashSet<u64>,
+    /// The first journal failure: the campaign stops gracefully and reports it at the end.
+    failure: Option<Error>,
 }
 
 /// Unique recipients of one account in this campaign, against its tier.
@@ -393,6 +407,8 @@ impl<P: Send + 'static> Engine<P> {
             inflight: FuturesUnordered::new(),
             buffer: Vec::with_capacity(BATCH),
             stopped: None,
+            doubtful: HashSet::new(),
+            failure: None,
         })
     }
 
@@ -406,6 +422,10 @@ impl<P: Send + 'static> Engine<P> {
             let stopping = self.stopped.is_some() || *self.stop_signal.borrow() != RUN;
             if stopping && self.stopped.is_none() {
                 self.stop(None, "interrupted");
+            }
+            if stopping && !self.ready.is_empty() {
+                // Whatever was queued after the stop is reported, never left waiting.
+                self.skip_waiting();
             }
             let backlog = self.control.undelivered.load(Ordering::Acquire) >= MAX_UNDELIVERED;
             if !input_done
@@ -431,23 +451,28 @@ impl<P: Send + 'static> Engine<P> {
             let finished_input = (input_done || stopping) && !waiting_for_input;
             if finished_input && self.ready.is_empty() && self.inflight.is_empty() {
                 self.flush_outcomes();
-                return Ok(());
+                return self.failure.take().map_or(Ok(()), Err);
             }
             tokio::select! {
                 Some(finished) = self.inflight.next(), if !self.inflight.is_empty() => {
-                    self.finish(finished)?;
+                    if let Err(error) = self.finish(finished) {
+                        self.fail(error);
+                    }
                 }
                 feed = input.recv(), if waiting_for_input => {
                     waiting_for_input = false;
                     match feed {
                         Some(Feed::Items(items)) if stopping => self.not_taken(items),
-                        Some(Feed::Items(items)) => self.accept(items).await?,
+                        Some(Feed::Items(items)) => self.accept(items).await,
                         Some(Feed::End) | None => input_done = true,
                     }
                 }
                 marked = async { match marking.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if marking.is_some() => {
                     marking = None;
-                    self.marked += marked?;
+                    match marked {
+                        Ok(count) => self.marked += count,
+                        Err(error) => self.fail(error),
+                    }
                 }
                 changed = self.stop_signal.changed() => {
                     if changed.is_err() {
@@ -480,11 +505,23 @@ impl<P: Send + 'static> Engine<P> {
         self.emit(Event::Outcomes(batch));
     }
 
-    /// Records an outcome (journal, stop rules) and queues it for the caller.
-    fn record(&mut self, outcome: Outcome<P>) -> Result<()> {
-        if let Some(journal) = &self.journal {
-            journal.write(vec![row_of(&outcome)])?;
+    /// A journal failure: nothing more is written (the rows of messages in flight stay
+    /// `dispatched`, in doubt, the safe reading), the campaign stops gracefully so that every
+    /// message still gets its outcome, and the error is reported at the end.
+    fn fail(&mut self, error: Error) {
+        let reason = format!("the journal failed: {error}");
+        self.journal = None;
+        if self.failure.is_none() {
+            self.failure = Some(error);
         }
+        if self.stopped.is_none() {
+            self.stop(None, &reason);
+        }
+    }
+
+    /// Records an outcome (journal, stop rules) and queues it for the caller.
+    fn record(&mut self, outcome: Outcome<P>, journaling: Journaling) -> Result<()> {
+        self.journal_outcome(&outcome, journaling)?;
         if self.options.stop_on_error && outcome.status.is_error() && self.stopped.is_none() {
             let reason = outcome
                 .error
@@ -505,6 +542,7 @@ impl<P: Send + 'static> Engine<P> {
 
     fn finish(&mut self, finished: Finished<P>) -> Result<()> {
         let Finished { outcome, stop } = finished;
+        // The mark written before dispatch holds the fingerprint; the result keeps it.
         let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
         if let Some(reason) = fatal {
             if self.stopped.is_none() {
@@ -514,7 +552,7 @@ impl<P: Send + 'static> Engine<P> {
                 );
             }
         }
-        self.record(outcome)
+        self.record(outcome, Journaling::Write(None))
     }
 
     /// Stops taking messages: those waiting are reported skipped (and, in the journal, as never
@@ -531,6 +569,12 @@ impl<P: Send + 'static> Engine<P> {
             }
             raise
         });
+        self.skip_waiting();
+    }
+
+    /// Reports the messages waiting to be sent as skipped (in the journal: never sent, so a
+    /// re-run sends them, unless they were in doubt before this run).
+    fn skip_waiting(&mut self) {
         let note = self.not_sent_note();
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         self.marked = 0;
@@ -538,7 +582,11 @@ impl<P: Send + 'static> Engine<P> {
             let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
             outcome.idempotency_key = Some(ready.key);
             // A write error here surfaces at the final flush.
-            let _ = self.record_quietly(outcome);
+            let _ = self.journal_outcome(
+                &outcome,
+                Journaling::Write(Some(ready.prepared.fingerprint)),
+            );
+            self.buffer.push(outcome);
         }
     }
 
@@ -551,7 +599,9 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     /// Items fed after the campaign stopped: each gets its outcome (failed when it is not a
-    /// valid message, else skipped), none is sent.
+    /// valid message, else skipped), none is sent. Nothing goes into the journal: these were
+    /// never compared with what it holds, and a message without a row is sent by a re-run
+    /// anyway.
     fn not_taken(&mut self, items: Vec<Input<P>>) {
         let note = self.not_sent_note();
         for item in items {
@@ -559,16 +609,18 @@ impl<P: Send + 'static> Engine<P> {
                 Err(error) => Outcome::failed(item.index, item.payload, error),
                 Ok(_) => Outcome::skipped(item.index, item.payload, note.clone()),
             };
-            let _ = self.record_quietly(outcome);
+            self.buffer.push(outcome);
         }
     }
 
-    fn record_quietly(&mut self, outcome: Outcome<P>) -> Result<()> {
-        if let Some(journal) = &self.journal {
-            journal.write(vec![row_of(&outcome)])?;
+    fn journal_outcome(&mut self, outcome: &Outcome<P>, journaling: Journaling) -> Result<()> {
+        let doubt_before = self.doubtful.remove(&outcome.index);
+        match (&self.journal, journaling) {
+            (Some(journal), Journaling::Write(fingerprint)) => {
+                journal.write(vec![row_of(outcome, fingerprint, !doubt_before)])
+            }
+            _ => Ok(()),
         }
-        self.buffer.push(outcome);
-        Ok(())
     }
 
     /// Marks the next messages in the journal before they may be dispatched.
@@ -590,6 +642,7 @@ impl<P: Send + 'static> Engine<P> {
                 sms_id: None,
                 code: None,
                 msg: None,
+                clears_doubt: false,
             })
             .collect();
         let count = rows.len();
@@ -621,32 +674,46 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     /// Takes a chunk of input: failures and skips become outcomes at once, the rest is queued.
-    async fn accept(&mut self, items: Vec<Input<P>>) -> Result<()> {
-        let recorded: HashMap<u64, Row> = match (&self.journal, items.first(), items.last()) {
-            (Some(journal), Some(first), Some(last)) => journal
-                .lookup(first.index, last.index)
-                .await?
-                .into_iter()
-                .map(|row| (row.index, row))
-                .collect(),
-            _ => HashMap::new(),
+    /// Once the campaign stops (an error with `stop_on_error`, a journal failure), the rest of
+    /// the chunk is reported as not taken.
+    async fn accept(&mut self, items: Vec<Input<P>>) {
+        let lookup = match (&self.journal, items.first(), items.last()) {
+            (Some(journal), Some(first), Some(last)) => {
+                journal.lookup(first.index, last.index).await
+            }
+            _ => Ok(Vec::new()),
         };
-        for item in items {
-            let prepared = match item.message {
-                Ok(prepared) => prepared,
-                Err(error) => {
-                    self.record(Outcome::failed(item.index, item.payload, error))?;
-                    continue;
-                }
+        let recorded: HashMap<u64, Row> = match lookup {
+            Ok(rows) => rows.into_iter().map(|row| (row.index, row)).collect(),
+            Err(error) => {
+                self.fail(error);
+                return self.not_taken(items);
+            }
+        };
+        let mut items = items.into_iter();
+        while self.stopped.is_none() {
+            let Some(item) = items.next() else {
+                return;
             };
-            self.take(
-                item.index,
-                item.payload,
-                prepared,
-                recorded.get(&item.index),
-            )?;
+            // An invalid item is never sent and needs no row; writing one could clear the
+            // doubt of the message an earlier run had at that position.
+            let taken = match item.message {
+                Ok(prepared) => self.take(
+                    item.index,
+                    item.payload,
+                    prepared,
+                    recorded.get(&item.index),
+                ),
+                Err(error) => self.record(
+                    Outcome::failed(item.index, item.payload, error),
+                    Journaling::Skip,
+                ),
+            };
+            if let Err(error) = taken {
+                self.fail(error);
+            }
         }
-        Ok(())
+        self.not_taken(items.collect());
     }
 
     fn take(
@@ -667,7 +734,8 @@ impl<P: Send + 'static> Engine<P> {
                          journal for new input)"
                     ),
                 );
-                return self.record(Outcome::failed(index, payload, error));
+                // The row belongs to the message of the earlier input: left as it is.
+                return self.record(Outcome::failed(index, payload, error), Journaling::Skip);
             }
             key = row.key.clone().or(key);
             match row.state {
@@ -702,10 +770,14 @@ impl<P: Send + 'static> Engine<P> {
                     self.buffer.push(outcome);
                     return Ok(());
                 }
-                // In doubt and to be re-sent (same key), never sent, or skipped: on to the
-                // same duplicate check as new messages (a duplicate skipped by an earlier run
-                // is skipped again, never sent).
-                _ => {}
+                State::Dispatched | State::Unknown => {
+                    // In doubt and to be re-sent with the same key: it stays in doubt in the
+                    // journal unless a result comes back.
+                    self.doubtful.insert(index);
+                }
+                // Never sent, or skipped: on to the same duplicate check as new messages (a
+                // duplicate skipped by an earlier run is skipped again, never sent).
+                State::Failed | State::Skipped => {}
             }
         }
         if self.options.dedupe {
@@ -720,7 +792,8 @@ impl<P: Send + 'static> Engine<P> {
                         format!("duplicate of message #{original}"),
                     );
                     outcome.duplicate_of = Some(original);
-                    return self.record(outcome);
+                    let fingerprint = Some(prepared.fingerprint);
+                    return self.record(outcome, Journaling::Write(fingerprint));
                 }
                 std::collections::hash_map::Entry::Occupied(_) => {}
                 std::collections::hash_map::Entry::Vacant(slot) => {
@@ -730,7 +803,13 @@ impl<P: Send + 'static> Engine<P> {
         }
         let limiter = match self.check_sender(&prepared) {
             Ok(limiter) => limiter,
-            Err(error) => return self.record(Outcome::failed(index, payload, error)),
+            Err(error) => {
+                let fingerprint = Some(prepared.fingerprint);
+                return self.record(
+                    Outcome::failed(index, payload, error),
+                    Journaling::Write(fingerprint),
+                );
+            }
         };
         let key = key.unwrap_or_else(|| self.keys.key(index, prepared.fingerprint));
         self.ready.push_back(Ready {
@@ -921,11 +1000,20 @@ async fn attempt(
     let mut key = key.to_owned();
     let mut retries = 0;
     loop {
-        if let Some(limiter) = &limiter {
-            limiter.admit().await;
-        }
-        if let Some(batch) = &batch {
-            batch.admit().await;
+        // Slots are taken once the gate is open: messages held by a pause then leave at the
+        // pace, not together the moment it lifts. A slot taken as a pause began is given up
+        // for a new one after it.
+        loop {
+            gate.wait().await;
+            if let Some(limiter) = &limiter {
+                limiter.admit().await;
+            }
+            if let Some(batch) = &batch {
+                batch.admit().await;
+            }
+            if gate.closed_until().is_none() || (limiter.is_none() && batch.is_none()) {
+                break;
+            }
         }
         let result = client
             .send_encoded(&prepared.request, prepared.body.clone(), key.clone(), call)
@@ -952,8 +1040,11 @@ async fn attempt(
             }
             Some(Advice::RetryRecipientLater) if retries < max_retries => {
                 retries += 1;
-                // The platform suggests 4^n seconds for the pair rate of one recipient.
-                tokio::time::sleep(Duration::from_secs(4u64.saturating_pow(retries))).await;
+                // The platform suggests 4^n seconds for the pair rate of one recipient; capped,
+                // so that a generous max_retries cannot hold a slot for days.
+                let wait =
+                    Duration::from_secs(4u64.saturating_pow(retries)).min(PAIR_RATE_WAIT_CAP);
+                tokio::time::sleep(wait).await;
             }
             _ => return (result, key, None),
         }
@@ -1028,7 +1119,7 @@ fn in_doubt(prepared: &Prepared, key: &str) -> Error {
 }
 
 /// The journal row of a finished message.
-fn row_of<P>(outcome: &Outcome<P>) -> Row {
+fn row_of<P>(outcome: &Outcome<P>, fingerprint: Option<Fingerprint>, clears_doubt: bool) -> Row {
     let state = match outcome.status {
         Status::Sent => State::Sent,
         Status::Rejected => State::Rejected,
@@ -1040,7 +1131,8 @@ fn row_of<P>(outcome: &Outcome<P>) -> Row {
     let result = outcome.result.as_ref();
     Row {
         index: outcome.index,
-        fingerprint: None,
+        fingerprint,
+        clears_doubt,
         key: outcome.idempotency_key.clone(),
         state,
         sms_id: result.and_then(|r| text(&r.sms_id)),

@@ -69,6 +69,10 @@ pub struct Row {
     pub sms_id: Option<String>,
     pub code: Option<String>,
     pub msg: Option<String>,
+    /// Whether this write may turn a `dispatched` or `unknown` row into `failed` or `skipped`
+    /// (never sent). Only the run that marked the message, and knows it never left, may: a
+    /// message in doubt since an earlier run stays in doubt whatever this run saw of it.
+    pub clears_doubt: bool,
 }
 
 enum Command {
@@ -309,7 +313,13 @@ fn run_batch(
                          idempotency_key = coalesce(excluded.idempotency_key, idempotency_key),
                          state = excluded.state, sms_id = excluded.sms_id,
                          code = excluded.code, msg = excluded.msg,
-                         updated_at = excluded.updated_at",
+                         updated_at = excluded.updated_at
+                     -- A row never loses what it says about a message that may have left: a
+                     -- final result stays, and doubt is cleared only by a result or by the run
+                     -- that marked the message (?9), never by an outcome of not sending it.
+                     WHERE state NOT IN ('sent', 'rejected')
+                       AND NOT (state IN ('dispatched', 'unknown')
+                                AND excluded.state IN ('failed', 'skipped') AND NOT ?9)",
                 )?;
                 for row in &rows {
                     statement.execute(params![
@@ -320,7 +330,8 @@ fn run_batch(
                         row.sms_id,
                         row.code,
                         row.msg,
-                        now
+                        now,
+                        row.clears_doubt
                     ])?;
                 }
                 if let Some(reply) = reply {
@@ -356,6 +367,7 @@ fn lookup(connection: &Connection, first: u64, last: u64) -> rusqlite::Result<Ve
             sms_id: row.get(4)?,
             code: row.get(5)?,
             msg: row.get(6)?,
+            clears_doubt: false,
         })
     })?;
     rows.collect()
@@ -375,7 +387,66 @@ mod tests {
             sms_id: None,
             code: None,
             msg: None,
+            clears_doubt: true,
         }
+    }
+
+    #[tokio::test]
+    async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
+        let dir = std::env::temp_dir().join(format!("bizmsg-journal-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let journal = Journal::open(&dir.join("campaign.db"), Some("c")).unwrap();
+        journal
+            .write_durably(vec![
+                row(0, State::Sent),
+                row(1, State::Rejected),
+                row(2, State::Unknown),
+                row(3, State::Dispatched),
+                row(4, State::Dispatched),
+                row(5, State::Failed),
+            ])
+            .await
+            .unwrap();
+        let mut later = vec![
+            row(0, State::Skipped),
+            row(1, State::Failed),
+            row(2, State::Skipped),
+            row(3, State::Failed),
+            row(4, State::Skipped),
+            row(5, State::Skipped),
+        ];
+        for row in &mut later {
+            // Rows 0-3 come from a later run that did not mark them; row 4 from the run
+            // that marked it and never sent it.
+            row.clears_doubt = row.index >= 4;
+        }
+        journal.write_durably(later).await.unwrap();
+        let states: Vec<State> = journal
+            .lookup(0, 9)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| row.state)
+            .collect();
+        assert_eq!(
+            states,
+            [
+                State::Sent,
+                State::Rejected,
+                State::Unknown,
+                State::Dispatched,
+                State::Skipped,
+                State::Skipped
+            ]
+        );
+        // A result clears a doubt whoever reports it.
+        let mut sent = row(2, State::Sent);
+        sent.clears_doubt = false;
+        journal.write_durably(vec![sent]).await.unwrap();
+        let rows = journal.lookup(2, 2).await.unwrap();
+        assert_eq!(rows.first().map(|row| row.state), Some(State::Sent));
+        drop(journal);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

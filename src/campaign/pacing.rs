@@ -15,6 +15,10 @@ pub struct Limiter {
     clock: DefaultClock,
 }
 
+/// The slowest pace: one message a day. (The rate limiter counts in u64 nanoseconds and
+/// refuses periods past ~584 years by panicking; a campaign slower than this is a mistake.)
+const LONGEST_PERIOD: Duration = Duration::from_secs(24 * 60 * 60);
+
 impl Limiter {
     /// `per_second` messages per second, evenly spaced (no burst beyond one message).
     pub fn new(per_second: f64) -> Result<Self> {
@@ -26,11 +30,14 @@ impl Limiter {
         }
         let period = Duration::try_from_secs_f64(1.0 / per_second)
             .ok()
-            .filter(|period| !period.is_zero())
+            .filter(|period| !period.is_zero() && *period <= LONGEST_PERIOD)
             .ok_or_else(|| {
                 Error::validation(
                     "rate_limit",
-                    format!("{per_second} per second is out of range"),
+                    format!(
+                        "{per_second:e} per second is out of range (at least one message a \
+                         day, 1/86400)"
+                    ),
                 )
             })?;
         let quota = Quota::with_period(period).ok_or_else(|| {

@@ -378,9 +378,15 @@ impl NativeClient {
     ) -> PyResult<CampaignRun> {
         let options = || -> Result<crate::campaign::Options, Error> {
             let concurrency = integer("concurrency", concurrency)?;
+            let concurrency = usize::try_from(concurrency).map_err(|_| {
+                Error::validation(
+                    "concurrency",
+                    format!("must be from 1 to 10000, got {concurrency}"),
+                )
+            })?;
             let pace_auto = pace_auto(pace.as_deref())?;
             Ok(crate::campaign::Options {
-                concurrency: usize::try_from(concurrency).unwrap_or(0),
+                concurrency,
                 rate_limit,
                 pace_auto,
                 stop_on_error,
