@@ -433,3 +433,46 @@ def test_a_message_in_doubt_stays_in_doubt_when_this_run_does_not_send_it(
     again = client.messages.send_many(items, journal=journal)
     assert again.counts["unknown"] == in_doubt
     assert max(commits_by_recipient(sandbox).values()) == 1
+
+
+def test_a_retry_key_is_journaled_before_it_is_used(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """A failed commit with a temporary platform code is sent again with a new key
+    (``<key>.r1``); the journal records that key before the retry leaves, so a process killed
+    during the retry leaves the key the message may have gone out with. (A regression test:
+    the row kept the first key, and a resume would have re-sent with a key the service had
+    answered with a failure, not the one of the retry.)"""
+    journal = tmp_path / "c.db"
+    sandbox.inject("send", status=200, body=json.dumps(
+        {"smsId": None, "status": "FAILED", "code": "130429", "msg": "throughput"}))
+    sandbox.inject("send", delay=30.0)  # the retry: processed, answered late
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BIZMSG_")}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, sandbox.base_url, sandbox.token, sender.digits,
+         str(journal), "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while len(sandbox.sent_messages()) < 2:
+            assert child.poll() is None, child.communicate()[1]
+            assert time.monotonic() < deadline, "the retry never came"
+            time.sleep(0.01)
+        child.kill()
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    first, retry = sandbox.sent_messages()[:2]
+    key = first["headers"]["idempotency-key"]
+    assert retry["headers"]["idempotency-key"] == key + ".r1"
+    import sqlite3
+
+    connection = sqlite3.connect(journal)
+    try:
+        rows = connection.execute(
+            "SELECT idx, state, idempotency_key FROM bizmsg_messages").fetchall()
+    finally:
+        connection.close()
+    assert rows == [(0, "dispatched", key + ".r1")]

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -668,6 +668,7 @@ impl<P: Send + 'static> Engine<P> {
                 self.pacer.batch(),
                 Arc::clone(&self.gate),
                 self.stop_signal.clone(),
+                self.journal.clone(),
             );
             self.inflight.push(Box::pin(send));
         }
@@ -952,6 +953,7 @@ async fn send_one<P>(
     batch: Option<Arc<Limiter>>,
     gate: Arc<Gate>,
     mut stop: watch::Receiver<u8>,
+    journal: Option<Arc<Journal>>,
 ) -> Finished<P> {
     let Ready {
         index,
@@ -960,7 +962,14 @@ async fn send_one<P>(
         key,
         limiter,
     } = ready;
-    let attempt = attempt(&client, &call, &prepared, &key, limiter, batch, &gate);
+    let current = Mutex::new(key.clone());
+    let keys = KeyInUse {
+        index,
+        base: &key,
+        journal: journal.as_deref(),
+        current: &current,
+    };
+    let attempt = attempt(&client, &call, &prepared, keys, limiter, batch, &gate);
     tokio::select! {
         biased;
         done = attempt => {
@@ -971,6 +980,10 @@ async fn send_one<P>(
             }
         }
         _ = stop.wait_for(|state| *state == ABANDON) => {
+            // The key of the attempt in flight (a retry after a temporary code has its own).
+            let key = current
+                .lock()
+                .map_or_else(|poisoned| poisoned.into_inner().clone(), |key| key.clone());
             let mut outcome = Outcome::new(index, payload, Status::Unknown);
             outcome.error = Some(in_doubt(&prepared, &key));
             outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
@@ -986,18 +999,54 @@ type Attempted = (
     Option<String>,
 );
 
+/// The idempotency key a message is being sent with, and where a new one is recorded before a
+/// retry uses it.
+struct KeyInUse<'a> {
+    index: u64,
+    base: &'a str,
+    journal: Option<&'a Journal>,
+    current: &'a Mutex<String>,
+}
+
+impl KeyInUse<'_> {
+    /// Records `next` as the message's key (in the journal, durably, before it is used: a
+    /// crash during the retry must leave the key it was sent with) and makes it current.
+    async fn switch_to(&self, next: &str) -> Result<()> {
+        if let Some(journal) = self.journal {
+            journal
+                .write_durably(vec![Row {
+                    index: self.index,
+                    fingerprint: None,
+                    key: Some(next.to_owned()),
+                    state: State::Dispatched,
+                    sms_id: None,
+                    code: None,
+                    msg: None,
+                    clears_doubt: false,
+                }])
+                .await?;
+        }
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        next.clone_into(&mut current);
+        Ok(())
+    }
+}
+
 async fn attempt(
     client: &Client,
     call: &CallOptions,
     prepared: &Prepared,
-    key: &str,
+    keys: KeyInUse<'_>,
     limiter: Option<Arc<Limiter>>,
     batch: Option<Arc<Limiter>>,
     gate: &Gate,
 ) -> Attempted {
     let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
-    let base = key;
-    let mut key = key.to_owned();
+    let base = keys.base;
+    let mut key = base.to_owned();
     let mut retries = 0;
     loop {
         // Slots are taken once the gate is open: messages held by a pause then leave at the
@@ -1055,7 +1104,14 @@ async fn attempt(
             crate::validate::mask_phone(&prepared.request.to),
             code.unwrap_or_default()
         );
-        key = retry_key(base, retries);
+        let next = retry_key(base, retries);
+        if keys.switch_to(&next).await.is_err() {
+            // The new key could not be recorded, so it is not used: the temporary failure
+            // stands as this message's outcome (the journal's failure surfaces at its next
+            // durable write, which stops the campaign).
+            return (result, key, None);
+        }
+        key = next;
     }
 }
 
