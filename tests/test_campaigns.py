@@ -1235,3 +1235,49 @@ def test_a_retry_after_pause_releases_no_burst(
     assert result.counts["sent"] == 30
     assert sandbox.sent_messages()[0]["status"] == 429
     assert elapsed >= 3.6, f"{elapsed:.2f} s: the messages held by the pause left together"
+
+
+def test_a_stop_cuts_a_pair_rate_wait_short(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, sigint_handler: None
+) -> None:
+    """A Ctrl-C while a message waits out a pair-rate code (4 s, then 16 s ...) does not wait
+    for it: that message keeps its temporary rejection and the campaign ends. (A regression
+    test: the graceful stop waited for the whole wait, up to 15 minutes.)"""
+    sandbox.inject("send", status=200, times=None, body=json.dumps(
+        {"smsId": None, "status": "FAILED", "code": "131056", "msg": "pair rate"}))
+    timer = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            client.messages.send_many(messages(sender.digits, 1), max_retries=5)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 3.5
+    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
+    assert [o.status for o in partial] == ["rejected"]
+    assert commits_by_recipient(sandbox) == {}
+
+
+def test_a_ctrl_c_thrown_into_send_many_iter_stops_it_and_every_outcome_still_comes(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    """A consumer interrupted while it handles an outcome (outside the campaign's wait) throws
+    the KeyboardInterrupt into the iterator, as the CLI does: no new message is taken, the ones
+    in flight still come out, and the interruption is raised at the end with the partial
+    result, which matches what was yielded. (A regression test: the CLI's results file lost
+    the outcomes of the messages in flight.)"""
+    sandbox.delay = 0.01
+    outcomes = client.messages.send_many_iter(messages(sender.digits, 3000), concurrency=64)
+    seen = [next(outcomes)]
+    with pytest.raises(KeyboardInterrupt) as caught:
+        seen.append(outcomes.throw(KeyboardInterrupt()))  # type: ignore[attr-defined]
+        seen.extend(outcomes)
+    sandbox.delay = 0
+    partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
+    assert partial.stop_reason is not None
+    indexes = [o.index for o in seen]
+    assert len(indexes) == len(set(indexes)) == sum(partial.counts.values()) < 3000
+    settle(sandbox)
+    sent = {o.message["to"] for o in seen if o.status == "sent"}
+    assert sent == set(commits_by_recipient(sandbox))

@@ -757,3 +757,43 @@ def test_import_bizmsg_loads_no_cli_module() -> None:
     assert not loaded & {"bizmsg.cli", "bizmsg._cli_commands", "bizmsg._cli_output",
                          "bizmsg._cli_bulk", "csv", "tqdm"}, loaded
     assert bizmsg.__version__
+
+
+def test_odd_input_lines_are_failed_rows_and_the_file_is_read_to_its_end(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """A lone surrogate (valid JSON, not encodable as UTF-8), a line nested too deeply to
+    parse, a CSV cell longer than the csv module's default limit and a ``param5000`` column are
+    each that row's problem: every row gets its result line and the rest is sent. (Regression
+    tests: the first two crashed the command halfway, with messages in flight left in doubt;
+    the long cell ended the file; param5000 made a 5000-item list.)"""
+    good = {"to": recipient(1), "from": sender.digits, "name": "order_update",
+            "language": "en", "parameters": ["A-1"]}
+    lines = [json.dumps(dict(good, note="\udc80")),
+             json.dumps(dict(good, to="\ud800")),
+             "[" * 200_000,
+             json.dumps(dict(good, to=recipient(2))),
+             json.dumps(dict(good, to=recipient(3), param5000="x", parameters=None))]
+    messages = write_jsonl(tmp_path / "odd.jsonl", lines)
+    results = tmp_path / "r.jsonl"
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), "--results", str(results))
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 3, done.stderr
+    rows = by_index(read_results(results))
+    assert sorted(rows) == [0, 1, 2, 3, 4]
+    assert [rows[i]["status"] for i in range(5)] == ["sent", "failed", "failed", "sent",
+                                                    "failed"]
+    assert "nested too deeply" in rows[2]["error"]
+    assert "param5000" in rows[4]["error"]
+
+    long_cell = write_csv(tmp_path / "long.csv", CSV_HEADER,
+                          [[recipient(10), sender.digits, "order_update", "en", "A", "B",
+                            "x" * 200_000], *csv_rows(sender.digits, 3, start=11)])
+    done = bizmsg_cli(sandbox, "send", "--file", str(long_cell), "--results",
+                      str(tmp_path / "r.csv"))
+    assert done.returncode == 0, done.stderr
+    previous = csv.field_size_limit(1 << 24)  # the long cell is in the results too
+    try:
+        assert len(read_results(tmp_path / "r.csv")) == 4
+    finally:
+        csv.field_size_limit(previous)

@@ -254,7 +254,8 @@ def test_a_changed_input_at_a_journaled_index_is_a_failed_outcome(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
 ) -> None:
     """Input that differs from what the journal recorded at a position is not sent: that
-    message is ``failed`` (``ValidationError``), the unchanged ones are skipped as done."""
+    message is ``failed`` (``ValidationError``), the ones before it are skipped as done, and
+    the campaign stops there (with positions shifted, nothing after it can be matched)."""
     journal = tmp_path / "c.db"
     client.messages.send_many(messages(sender.digits, 5), journal=journal)
     changed = messages(sender.digits, 5)
@@ -265,6 +266,8 @@ def test_a_changed_input_at_a_journaled_index_is_a_failed_outcome(
     error = result.outcomes[2].error
     assert isinstance(error, bizmsg.ValidationError) and error.field == "message"
     assert "message #2 differs from the one the journal recorded" in str(error)
+    assert result.stopped_by is result.outcomes[2]
+    assert "stopped at message #2" in (result.outcomes[3].reason or "")
     assert sandbox.requests() == []
 
 
@@ -401,8 +404,8 @@ def test_changed_input_leaves_the_journal_as_it_was(
 
     shifted = [message(sender.digits, 999)] + items
     second = client.messages.send_many(shifted, journal=journal)
-    assert second.counts["failed"] == 101 and second.counts["sent"] == 0
-    assert all(isinstance(o.error, bizmsg.ValidationError) for o in second.failed())
+    assert second.counts["sent"] == 0 and second.stopped_by is second.outcomes[0]
+    assert isinstance(second.outcomes[0].error, bizmsg.ValidationError)
     assert journal_states(journal) == before
 
     third = client.messages.send_many(items, journal=journal)
@@ -476,3 +479,26 @@ def test_a_retry_key_is_journaled_before_it_is_used(
     finally:
         connection.close()
     assert rows == [(0, "dispatched", key + ".r1")]
+
+
+@pytest.mark.parametrize("first", ["another message", "an invalid item"])
+def test_a_message_moved_by_changed_input_is_not_sent_again(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path, first: str
+) -> None:
+    """A row inserted at the top of the input moves every message one position down: the last
+    one lands where the journal has no row and would go out again with a new key, and a
+    duplicate the first run skipped would lose its original. The first position that no longer
+    matches stops the campaign. (Regression tests: both sent a second message to someone.)"""
+    journal = tmp_path / "c.db"
+    items: list[Any] = messages(sender.digits, 10)
+    client.messages.send_many(items, journal=journal)
+    new: Any = message(sender.digits, 999) if first == "another message" else {"to": "12"}
+    moved = client.messages.send_many([new] + items, journal=journal)
+    assert moved.counts["sent"] == 0 and moved.stopped_by is moved.outcomes[0]
+
+    journal_dup = tmp_path / "dup.db"
+    a = message(sender.digits, 20)
+    client.messages.send_many([a, a], journal=journal_dup)
+    again = client.messages.send_many([new, a], journal=journal_dup)
+    assert again.counts["sent"] == 0
+    assert max(commits_by_recipient(sandbox).values()) == 1

@@ -538,7 +538,14 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
     steps = drive(run, messages, collector, deliver)
     try:
         for _ in steps:
-            yield from ready.values()
+            for outcome in ready.values():
+                try:
+                    yield outcome
+                except KeyboardInterrupt as exc:
+                    # Thrown in (``.throw()``) by a consumer interrupted while it handled an
+                    # outcome, as the CLI does: the campaign stops taking messages, as for a
+                    # Ctrl-C during its wait, and the outcomes still to come are yielded.
+                    collector.interrupted(exc, run)
             ready.clear()
     finally:
         if collector.done is None:

@@ -57,6 +57,11 @@ RESULT_COLUMNS = ("index", "to", "status", "ok", "sms_id", "code", "msg", "error
 _KNOWN = frozenset({"to", "from", "from_", "template", "name", "language", "parameters",
                     "params", "idempotency_key"})
 _PARAM = re.compile(r"param([1-9][0-9]*)")
+#: The highest N of a paramN column (a "param3000000" column would make a list that long).
+_MAX_PARAMS = 1000
+#: The longest CSV cell read (the csv module's default, 128 KiB, ended a whole file at one
+#: long cell).
+_MAX_CELL = 16 * 1024 * 1024
 
 #: Messages not sent that are listed on stderr when there is no results file.
 _LISTED = 20
@@ -212,6 +217,8 @@ class MessageFile:
 
     def _csv_rows(self) -> Iterator[tuple[int, dict[str, Any], str | None]]:
         """(line, the row's cells by column, why the row cannot be read or None)."""
+        if csv.field_size_limit() < _MAX_CELL:
+            csv.field_size_limit(_MAX_CELL)
         reader = csv.reader(self._file)
         width = len(self._header)
         try:
@@ -226,8 +233,11 @@ class MessageFile:
                     continue
                 yield line, row, None
         except (csv.Error, UnicodeDecodeError, OSError) as error:
-            raise InputError(f"{self.name}, line {self._header_lines + reader.line_num + 1}: "
-                             f"cannot read on: {error}") from error
+            # The csv module counts the line it could not parse; a read error comes before
+            # the next line is counted.
+            line = self._header_lines + reader.line_num + (0 if isinstance(error, csv.Error)
+                                                            else 1)
+            raise InputError(f"{self.name}, line {line}: cannot read on: {error}") from error
 
     def _jsonl_rows(self) -> Iterator[tuple[int, dict[str, Any], str | None]]:
         """(line, the object's keys, why the line cannot be read or None)."""
@@ -240,6 +250,9 @@ class MessageFile:
                     value = json.loads(text)
                 except ValueError as error:
                     yield line, {}, f"not JSON: {error}"
+                    continue
+                except RecursionError:
+                    yield line, {}, "not JSON this program can read: nested too deeply"
                     continue
                 if not isinstance(value, dict):
                     yield line, {}, f"not a JSON object but {type(value).__name__}"
@@ -296,6 +309,8 @@ class MessageFile:
     def _parameters(self, fields: dict[str, Any]) -> TemplateParameters:
         numbered = {int(match.group(1)): value for key, value in fields.items()
                     if (match := _PARAM.fullmatch(key))}
+        if numbered and max(numbered) > _MAX_PARAMS:
+            raise _RowError(f"param{max(numbered)}: at most {_MAX_PARAMS} numbered parameters")
         given = [form for form, present in (("parameters", "parameters" in fields),
                                             ("params", "params" in fields),
                                             ("param1..paramN", bool(numbered))) if present]
@@ -446,7 +461,9 @@ def _open_results(path: str, fmt: str) -> tuple[TextIO, bool]:
     if path == "-":
         return sys.stdout, False
     try:
-        return open(path, "w", encoding="utf-8", newline=""), True
+        # A lone surrogate in the input (JSON allows "\udc80") is written escaped, never
+        # an encoding error halfway through the results.
+        return open(path, "w", encoding="utf-8", errors="backslashreplace", newline=""), True
     except OSError as error:
         raise CommandError(EXIT_USAGE, f"cannot write the results to {path}: "
                                        f"{error.strerror or error}") from error
@@ -723,13 +740,20 @@ def _consume(outcomes: Iterator[SendOutcome], results: Results | None, tally: Ta
 
     Ctrl-C nearly always arrives while the campaign waits for answers: it then stops taking
     messages, lets those in flight finish, yields their outcomes and raises KeyboardInterrupt
-    (with ``bulk_result``) at the end. One that lands anywhere else, for instance while an
-    outcome is written here, ends the iteration: the campaign stops the same way, but the
-    outcomes of the messages in flight are not seen here (the journal has them).
+    (with ``bulk_result``) at the end. One that lands here, for instance while an outcome is
+    written, is thrown into the campaign, with the same effect: every outcome is written.
     """
+    # A Ctrl-C that lands here, outside the campaign's wait, is handed to the campaign
+    # (thrown into send_many_iter), which then behaves as if it had landed in its wait.
+    thrown: KeyboardInterrupt | None = None
+    throw = getattr(outcomes, "throw", None)
     while True:
         try:
-            outcome = next(outcomes)
+            if thrown is not None and throw is not None:
+                interrupt, thrown = thrown, None
+                outcome = throw(interrupt)
+            else:
+                outcome = next(outcomes)
         except StopIteration:
             return _End()
         except KeyboardInterrupt as interrupt:
@@ -746,13 +770,15 @@ def _consume(outcomes: Iterator[SendOutcome], results: Results | None, tally: Ta
                 unflushed[0] -= 1
                 if unflushed[0] <= 0:
                     results.flush()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             if not counted:
                 tally.add(outcome)
             if results is not None and not written:
                 results.write(results.line(outcome))
-            _stop(outcomes)
-            return _End(interrupted=True, complete=False)
+            if throw is None:
+                _stop(outcomes)
+                return _End(interrupted=True, complete=False)
+            thrown = interrupt
         except OSError as error:
             # The results cannot be written (a full disk, a closed pipe): stop sending.
             if isinstance(error, BrokenPipeError):

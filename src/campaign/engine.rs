@@ -510,18 +510,22 @@ impl<P: Send + 'static> Engine<P> {
     /// message still gets its outcome, and the error is reported at the end.
     fn fail(&mut self, error: Error) {
         let reason = format!("the journal failed: {error}");
-        self.journal = None;
         if self.failure.is_none() {
             self.failure = Some(error);
         }
         if self.stopped.is_none() {
+            // The messages waiting are reported skipped, and written so if the journal still
+            // takes writes (best effort: else they stay in doubt, the safe reading).
             self.stop(None, &reason);
         }
+        self.journal = None;
     }
 
     /// Records an outcome (journal, stop rules) and queues it for the caller.
     fn record(&mut self, outcome: Outcome<P>, journaling: Journaling) -> Result<()> {
-        self.journal_outcome(&outcome, journaling)?;
+        // The outcome is the caller's whatever happens to the journal; a failed write is
+        // reported after it is queued.
+        let written = self.journal_outcome(&outcome, journaling);
         if self.options.stop_on_error && outcome.status.is_error() && self.stopped.is_none() {
             let reason = outcome
                 .error
@@ -537,7 +541,7 @@ impl<P: Send + 'static> Engine<P> {
             );
         }
         self.buffer.push(outcome);
-        Ok(())
+        written
     }
 
     fn finish(&mut self, finished: Finished<P>) -> Result<()> {
@@ -698,13 +702,13 @@ impl<P: Send + 'static> Engine<P> {
             };
             // An invalid item is never sent and needs no row; writing one could clear the
             // doubt of the message an earlier run had at that position.
+            let row = recorded.get(&item.index);
             let taken = match item.message {
-                Ok(prepared) => self.take(
-                    item.index,
-                    item.payload,
-                    prepared,
-                    recorded.get(&item.index),
-                ),
+                Ok(prepared) => self.take(item.index, item.payload, prepared, row),
+                // The journal recorded a valid message here: the input changed.
+                Err(_) if row.is_some_and(|row| row.fingerprint.is_some()) => {
+                    self.input_changed(item.index, item.payload)
+                }
                 Err(error) => self.record(
                     Outcome::failed(item.index, item.payload, error),
                     Journaling::Skip,
@@ -717,6 +721,23 @@ impl<P: Send + 'static> Engine<P> {
         self.not_taken(items.collect());
     }
 
+    /// The message at `index` is not the one the journal recorded there: the input changed
+    /// since the journal was written. Its outcome is failed and the campaign stops, since with
+    /// positions shifted nothing after it can be matched with what was sent (a message moved
+    /// to a later position would get a new key and go out again). The journal is left as it is.
+    fn input_changed(&mut self, index: u64, payload: P) -> Result<()> {
+        let reason = format!(
+            "message #{index} differs from the one the journal recorded at that position: the \
+             input changed since the journal was written (use a new journal for new input)"
+        );
+        let error = Error::validation("message", reason.clone());
+        let outcome = Outcome::failed(index, payload, error);
+        if self.stopped.is_none() {
+            self.stop(Some(index), &reason);
+        }
+        self.record(outcome, Journaling::Skip)
+    }
+
     fn take(
         &mut self,
         index: u64,
@@ -727,16 +748,7 @@ impl<P: Send + 'static> Engine<P> {
         let mut key = prepared.key.clone();
         if let Some(row) = recorded {
             if row.fingerprint.is_some_and(|f| f != prepared.fingerprint) {
-                let error = Error::validation(
-                    "message",
-                    format!(
-                        "message #{index} differs from the one the journal recorded at that \
-                         position: the input changed since the journal was written (use a new \
-                         journal for new input)"
-                    ),
-                );
-                // The row belongs to the message of the earlier input: left as it is.
-                return self.record(Outcome::failed(index, payload, error), Journaling::Skip);
+                return self.input_changed(index, payload);
             }
             key = row.key.clone().or(key);
             match row.state {
@@ -968,6 +980,7 @@ async fn send_one<P>(
         base: &key,
         journal: journal.as_deref(),
         current: &current,
+        stop: stop.clone(),
     };
     let attempt = attempt(&client, &call, &prepared, keys, limiter, batch, &gate);
     tokio::select! {
@@ -1006,6 +1019,8 @@ struct KeyInUse<'a> {
     base: &'a str,
     journal: Option<&'a Journal>,
     current: &'a Mutex<String>,
+    /// The campaign's state: a stop cuts a wait before a retry short.
+    stop: watch::Receiver<u8>,
 }
 
 impl KeyInUse<'_> {
@@ -1093,7 +1108,12 @@ async fn attempt(
                 // so that a generous max_retries cannot hold a slot for days.
                 let wait =
                     Duration::from_secs(4u64.saturating_pow(retries)).min(PAIR_RATE_WAIT_CAP);
-                tokio::time::sleep(wait).await;
+                let mut stop = keys.stop.clone();
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    // Stopping: the temporary rejection is this message's outcome (not sent).
+                    _ = stop.wait_for(|state| *state != RUN) => return (result, key, None),
+                }
             }
             _ => return (result, key, None),
         }
