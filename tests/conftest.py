@@ -65,6 +65,26 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def number_wire(**overrides: Any) -> dict[str, Any]:
+    """A business phone number as the service sends it (every field, two offset forms of
+    timestamps), with ``overrides``: the sample of the model, display and frame tests."""
+    wire = {
+        "bizAccountId": "100000000000001",
+        "phoneNumberId": "200000000000001",
+        "displayPhoneNumber": "+86 138 0013 8000",
+        "verifiedName": "Acme Support",
+        "status": "CONNECTED",
+        "qualityRating": "GREEN",
+        "codeVerificationStatus": "VERIFIED",
+        "throughput": "STANDARD",
+        "messagingLimitTier": "TIER_2K",
+        "createTime": "2024-03-05T10:15:30.123+0800",
+        "updateTime": "2024-03-06T10:15:30.456+08:00",
+    }
+    wire.update(overrides)
+    return wire
+
+
 def committed(sandbox: Sandbox) -> list[dict[str, Any]]:
     """Send requests that made a message go out: accepted and not an idempotent replay."""
     return [

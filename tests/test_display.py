@@ -16,7 +16,7 @@ import pytest
 import bizmsg
 from bizmsg import _display
 from bizmsg.testing import Sandbox
-from conftest import Number
+from conftest import Number, number_wire
 
 NUMBER_COLUMNS = [
     "phone_number_id", "display_phone_number", "verified_name", "status", "quality_rating",
@@ -33,24 +33,6 @@ ACCOUNT_COLUMNS = [
 ]
 ACCOUNT_MORE = ["business_verification_status", "create_time", "update_time"]
 TINT = {"green": "#2ea04340", "amber": "#d2992240", "red": "#e5534b40", "grey": "#8b949e33"}
-
-
-def number_wire(**overrides: Any) -> dict[str, Any]:
-    wire = {
-        "bizAccountId": "100000000000001",
-        "phoneNumberId": "200000000000001",
-        "displayPhoneNumber": "+86 138 0013 8000",
-        "verifiedName": "Acme Support",
-        "status": "CONNECTED",
-        "qualityRating": "GREEN",
-        "codeVerificationStatus": "VERIFIED",
-        "throughput": "STANDARD",
-        "messagingLimitTier": "TIER_2K",
-        "createTime": "2024-03-05T10:15:30.123+0800",
-        "updateTime": "2024-03-06T10:15:30.456+08:00",
-    }
-    wire.update(overrides)
-    return wire
 
 
 def numbers_page(*numbers: dict[str, Any],

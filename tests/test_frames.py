@@ -14,6 +14,7 @@ import pytest
 import bizmsg
 from bizmsg import _frames
 from bizmsg.testing import Sandbox
+from conftest import number_wire
 
 pd = pytest.importorskip("pandas")
 
@@ -24,20 +25,7 @@ ACCOUNT_SCALARS = [f.name for f in dataclasses.fields(bizmsg.BusinessAccount)
 
 
 def number(**overrides: Any) -> bizmsg.BusinessPhoneNumber:
-    wire = {
-        "bizAccountId": "100000000000001",
-        "phoneNumberId": "200000000000001",
-        "displayPhoneNumber": "+86 138 0013 8000",
-        "verifiedName": "Acme Support",
-        "status": "CONNECTED",
-        "qualityRating": "GREEN",
-        "codeVerificationStatus": "VERIFIED",
-        "throughput": "STANDARD",
-        "messagingLimitTier": "TIER_2K",
-        "createTime": "2024-03-05T10:15:30.123+0800",
-        "updateTime": "2024-03-06T10:15:30.456+08:00",
-    }
-    wire.update(overrides)
+    wire = number_wire(**overrides)
     result: bizmsg.BusinessPhoneNumber = bizmsg.BusinessPhoneNumber.from_dict(wire)
     return result
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import bizmsg
 from bizmsg.testing import Sandbox
-from conftest import Number
+from conftest import Number, number_wire
 
 NUMBER_WIRE_NAMES = [
     "bizAccountId", "phoneNumberId", "displayPhoneNumber", "verifiedName", "status",
@@ -28,24 +28,6 @@ ACCOUNT_WIRE_NAMES = [
     "chatBusinessManagerMessagingLimit", "businessPhoneNumbers", "createTime", "updateTime",
 ]
 ENVELOPE_NAMES = ["data", "total", "size", "current", "pages"]
-
-
-def number_wire(**overrides: Any) -> dict[str, Any]:
-    wire = {
-        "bizAccountId": "100000000000001",
-        "phoneNumberId": "200000000000001",
-        "displayPhoneNumber": "+86 138 0013 8000",
-        "verifiedName": "Acme Support",
-        "status": "CONNECTED",
-        "qualityRating": "GREEN",
-        "codeVerificationStatus": "VERIFIED",
-        "throughput": "STANDARD",
-        "messagingLimitTier": "TIER_2K",
-        "createTime": "2024-03-05T10:15:30.123+0800",
-        "updateTime": "2024-03-06T10:15:30.456+08:00",
-    }
-    wire.update(overrides)
-    return wire
 
 
 def account_wire(**overrides: Any) -> dict[str, Any]:

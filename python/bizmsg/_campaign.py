@@ -523,22 +523,28 @@ def send_many(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
     return collector.finish()
 
 
+class _Ready:
+    """The outcomes a ``send_many_iter`` has received and not yet yielded. By index: a batch
+    handed out again (an interruption before it was acknowledged) is yielded once."""
+
+    def __init__(self, collector: _Collector) -> None:
+        self.collector = collector
+        self.outcomes: dict[int, SendOutcome] = {}
+
+    def deliver(self, sequence: int, batch: list[SendOutcome]) -> None:
+        self.collector.outcomes_arrived(sequence, batch)
+        self.outcomes.update((outcome.index, outcome) for outcome in batch)
+
+
 def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
                    on_result: Callable[[list[SendOutcome]], object] | None,
                    progress: bool) -> Iterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    # By index: a batch handed out again (an interruption before it was acknowledged) is
-    # yielded once.
-    ready: dict[int, SendOutcome] = {}
-
-    def deliver(sequence: int, batch: list[SendOutcome]) -> None:
-        collector.outcomes_arrived(sequence, batch)
-        ready.update((outcome.index, outcome) for outcome in batch)
-
-    steps = drive(run, messages, collector, deliver)
+    ready = _Ready(collector)
+    steps = drive(run, messages, collector, ready.deliver)
     try:
         for _ in steps:
-            for outcome in ready.values():
+            for outcome in ready.outcomes.values():
                 try:
                     yield outcome
                 except KeyboardInterrupt as exc:
@@ -546,7 +552,7 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
                     # outcome, as the CLI does: the campaign stops taking messages, as for a
                     # Ctrl-C during its wait, and the outcomes still to come are yielded.
                     collector.interrupted(exc, run)
-            ready.clear()
+            ready.outcomes.clear()
     finally:
         if collector.done is None:
             # The consumer stopped early (break, an exception): stop taking messages and let
@@ -639,18 +645,13 @@ async def asend_many_iter(run: _native.CampaignRun,
                           on_result: Callable[[list[SendOutcome]], object] | None,
                           progress: bool) -> AsyncIterator[SendOutcome]:
     collector = _Collector(False, on_result, progress_bar(progress, messages))
-    ready: dict[int, SendOutcome] = {}
-
-    def deliver(sequence: int, batch: list[SendOutcome]) -> None:
-        collector.outcomes_arrived(sequence, batch)
-        ready.update((outcome.index, outcome) for outcome in batch)
-
-    steps = adrive(run, messages, collector, deliver)
+    ready = _Ready(collector)
+    steps = adrive(run, messages, collector, ready.deliver)
     try:
         async for _ in steps:
-            for outcome in ready.values():
+            for outcome in ready.outcomes.values():
                 yield outcome
-            ready.clear()
+            ready.outcomes.clear()
     finally:
         if collector.done is None:
             run.stop(False)

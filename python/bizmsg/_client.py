@@ -499,7 +499,7 @@ class Messages(_Resource):
         unique recipients counted against its messaging tier, and the duration estimated at
         the chosen pace. Reads ``messages`` once, in chunks: cheap for a million rows."""
         planner = self._native.planner(
-            None if rate_limit is None else float(rate_limit), pace, dedupe,
+            _campaign_rate(rate_limit), _optional_text("pace", pace), dedupe,
             _timeout_arg(timeout), max_retries,
         )
         from . import _campaign
@@ -634,7 +634,7 @@ class AsyncMessages(_Resource):
     ) -> CampaignPlan:
         """Awaitable :meth:`Messages.plan`; ``messages`` may also be an async iterable."""
         planner = await self._native.planner_async(
-            None if rate_limit is None else float(rate_limit), pace, dedupe,
+            _campaign_rate(rate_limit), _optional_text("pace", pace), dedupe,
             _timeout_arg(timeout), max_retries,
         )
         from . import _campaign

@@ -974,7 +974,8 @@ async fn send_one<P>(
         key,
         limiter,
     } = ready;
-    let current = Mutex::new(key.clone());
+    // A retry's own key, once there is one (most messages never need one: no allocation).
+    let current = Mutex::new(None);
     let keys = KeyInUse {
         index,
         base: &key,
@@ -994,9 +995,10 @@ async fn send_one<P>(
         }
         _ = stop.wait_for(|state| *state == ABANDON) => {
             // The key of the attempt in flight (a retry after a temporary code has its own).
-            let key = current
-                .lock()
-                .map_or_else(|poisoned| poisoned.into_inner().clone(), |key| key.clone());
+            let retry_key = current
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let key = retry_key.unwrap_or(key);
             let mut outcome = Outcome::new(index, payload, Status::Unknown);
             outcome.error = Some(in_doubt(&prepared, &key));
             outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
@@ -1018,7 +1020,7 @@ struct KeyInUse<'a> {
     index: u64,
     base: &'a str,
     journal: Option<&'a Journal>,
-    current: &'a Mutex<String>,
+    current: &'a Mutex<Option<String>>,
     /// The campaign's state: a stop cuts a wait before a retry short.
     stop: watch::Receiver<u8>,
 }
@@ -1045,7 +1047,7 @@ impl KeyInUse<'_> {
             .current
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        next.clone_into(&mut current);
+        *current = Some(next.to_owned());
         Ok(())
     }
 }

@@ -378,6 +378,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A new, empty directory for one test's journal.
+    fn fresh_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bizmsg-journal-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     fn row(index: u64, state: State) -> Row {
         Row {
             index,
@@ -393,8 +400,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
-        let dir = std::env::temp_dir().join(format!("bizmsg-journal-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir();
         let journal = Journal::open(&dir.join("campaign.db"), Some("c")).unwrap();
         journal
             .write_durably(vec![
@@ -451,8 +457,7 @@ mod tests {
 
     #[tokio::test]
     async fn rows_survive_reopening_and_the_campaign_id_is_kept() {
-        let dir = std::env::temp_dir().join(format!("bizmsg-journal-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir();
         let path = dir.join("campaign.db");
         {
             let journal = Journal::open(&path, Some("spring")).unwrap();
