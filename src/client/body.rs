@@ -1,6 +1,6 @@
 //! The request body, and the handshake that proves whether a send's body ever left.
 //!
-//! The HTTP client takes a body only to write it, and a POST is not processed without its body:
+//! The HTTP client takes a body (`claim`, or `poll_frame` for reqwest) only to write it, and a POST is not processed without its body:
 //! a body that was never taken proves the service never had the request, whatever the failure
 //! was. The attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then
 //! counts the send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or,
@@ -54,6 +54,23 @@ impl OutgoingBody {
             watch: Some(watch.clone()),
         };
         (body, watch)
+    }
+}
+
+impl OutgoingBody {
+    /// The bytes to write, for a transport that writes them itself: claims the body as
+    /// [`Body::poll_frame`] does. `Err` when the attempt was abandoned: nothing may be written.
+    pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
+        if let Some(watch) = &self.watch {
+            let claimed =
+                watch
+                    .0
+                    .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
+            if claimed == Err(ABANDONED) {
+                return Err(Abandoned);
+            }
+        }
+        Ok(self.data.as_deref().unwrap_or_default())
     }
 }
 

@@ -1,29 +1,29 @@
 //! One direct HTTP/1.1 connection to the service: connecting (TCP, then TLS for `https://`),
 //! and request/response exchanges on it.
 //!
-//! The connection is driven by whoever is using it: an exchange polls hyper's connection future
-//! and the request's own future together, in one task, so a response wakes no other task and no
-//! other thread. An idle connection is not driven at all; the pool checks it is still open
-//! before lending it out ([`Conn::is_open`]).
+//! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`http1.rs`): the request
+//! goes out in one write, and a small answer usually comes in with one read, into a buffer the
+//! connection keeps. Nothing else polls the socket, so an answer wakes no other task and no
+//! other thread, and no per-request channel or connection task exists (hyper's client needs
+//! both; measured, they were a large share of a campaign's CPU time). An idle connection is not
+//! polled at all; the pool checks it is still open before lending it out ([`Conn::is_open`]).
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http_body::Body;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::body::OutgoingBody;
+use super::body::{Abandoned, OutgoingBody};
+use super::http1::{self, Chunked, Framing, Malformed};
 use crate::error::{Error, Result};
 
 /// A TCP stream, or one wrapped in TLS.
@@ -89,8 +89,6 @@ impl AsyncWrite for Stream {
         }
     }
 }
-
-type Driver = http1::Connection<TokioIo<Stream>, OutgoingBody>;
 
 /// How to reach the service directly: its address, and TLS for `https://`.
 pub(crate) struct Connector {
@@ -167,29 +165,33 @@ impl Connector {
                     .map_err(|e| failed("TLS handshake failed with", &e))?,
             )),
         };
-        let (send, driver) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| failed("HTTP handshake failed with", &e))?;
         Ok(Conn {
-            send,
-            driver,
+            stream,
+            input: BytesMut::new(),
+            output: Vec::new(),
             idle_since: Instant::now(),
         })
     }
 }
 
-/// An open connection: hyper's request handle and the connection future that drives it.
+/// An open connection, between exchanges or in one.
 pub(crate) struct Conn {
-    send: http1::SendRequest<OutgoingBody>,
-    driver: Driver,
+    stream: Stream,
+    /// Bytes read and not used yet. Empty between exchanges: a byte the server sends unasked
+    /// means the connection cannot be trusted with another request.
+    input: BytesMut,
+    /// The request being written (kept for its allocation).
+    output: Vec<u8>,
     pub(crate) idle_since: Instant,
 }
 
 /// An answer as it came off the wire.
 pub(crate) struct Reply {
     pub(crate) status: u16,
-    pub(crate) headers: http::HeaderMap,
+    /// `X-Request-Id`, the service's id of the request.
+    pub(crate) request_id: Option<String>,
+    /// `Retry-After`, unparsed.
+    pub(crate) retry_after: Option<String>,
     /// The body, or its first `limit` bytes when it was larger (see `oversized`).
     pub(crate) body: Bytes,
     /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
@@ -206,20 +208,31 @@ pub(crate) struct Oversized {
 /// Why an exchange failed, and the request when it certainly never left.
 pub(crate) struct Failed {
     pub(crate) error: Error,
-    /// hyper handed the request back: it was never written (the connection was not ready).
+    /// Not one byte of the request was written (the server had closed the connection): the
+    /// request can go on another connection.
     pub(crate) returned: Option<http::Request<OutgoingBody>>,
 }
 
+/// Room asked of the allocator for each read: an answer's head and a small body in one read.
+const READ_CHUNK: usize = 16 * 1024;
+/// A body up to this size is copied out of the read buffer, which then serves the next answer
+/// without a new allocation; a larger one is split off it without copying.
+const COPY_BELOW: usize = 4 * 1024;
+
 impl Conn {
-    /// Whether an idle connection can take a request: the server has not closed it. Polls the
-    /// connection once, which reads a close (or a stray byte, which is a broken connection
-    /// too) without waiting.
+    /// Whether an idle connection can take a request: the server has not closed it. Reads
+    /// once without waiting: nothing to read is the only good answer (a close, an error or a
+    /// stray byte all mean the connection is done).
     pub(crate) fn is_open(&mut self) -> bool {
-        if self.send.is_closed() || !self.send.is_ready() {
+        if !self.input.is_empty() {
             return false;
         }
         let mut context = Context::from_waker(Waker::noop());
-        Pin::new(&mut self.driver).poll(&mut context).is_pending() && !self.send.is_closed()
+        let mut probe = [0u8; 1];
+        let mut probe = ReadBuf::new(&mut probe);
+        Pin::new(&mut self.stream)
+            .poll_read(&mut context, &mut probe)
+            .is_pending()
     }
 
     /// Sends `request` and reads the whole answer, body included (at most `limit` bytes of
@@ -229,54 +242,183 @@ impl Conn {
         request: http::Request<OutgoingBody>,
         limit: u64,
     ) -> std::result::Result<(Reply, bool), Failed> {
-        let Conn { send, driver, .. } = self;
-        let mut driver_done = false;
-        let response = drive(driver, &mut driver_done, send.try_send_request(request))
-            .await
-            .map_err(|mut failure| Failed {
-                error: hyper_error(failure.error()),
-                returned: failure.take_message(),
-            })?;
-        let (parts, mut incoming) = response.into_parts();
-        let declared = http_body::Body::size_hint(&incoming).exact();
-        let read = drive(
-            driver,
-            &mut driver_done,
-            read_limited(&mut incoming, declared, limit),
-        )
-        .await
-        .map_err(|error| Failed {
-            error,
+        let broken = |error: String| Failed {
+            error: Error::ConnectionBroken(error),
             returned: None,
-        })?;
-        let (body, oversized) = read;
-        // A body cut short leaves unread bytes on the connection: it cannot be reused. Nor can
-        // one the server is closing (`Connection: close`), which hyper reports as done.
-        let reusable = oversized.is_none() && !driver_done && !send.is_closed();
+        };
+        let method = request.method().clone();
+        self.output.clear();
+        let target = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |target| target.as_str());
+        let Ok(data) = request.body().claim() else {
+            return Err(broken(Abandoned.to_string()));
+        };
+        http1::encode_request(
+            &mut self.output,
+            &method,
+            target,
+            request.headers(),
+            data.len(),
+        );
+        self.output.extend_from_slice(data);
+        if let Err((nothing_written, error)) = write_all(&mut self.stream, &self.output).await {
+            let plain = matches!(self.stream, Stream::Plain(_));
+            return Err(Failed {
+                error: Error::ConnectionBroken(format!(
+                    "the request could not be written: {error}"
+                )),
+                // Over TLS, a failed write may still have sent part of a record.
+                returned: (nothing_written && plain).then_some(request),
+            });
+        }
+        drop(request);
+        self.read_answer(&method, limit).await.map_err(broken)
+    }
+
+    async fn read_answer(
+        &mut self,
+        method: &http::Method,
+        limit: u64,
+    ) -> std::result::Result<(Reply, bool), String> {
+        let mut received = false;
+        let head = loop {
+            match http1::parse_head(&self.input, method) {
+                Ok(Some(head)) => {
+                    self.input.advance(head.len);
+                    if head.is_interim() {
+                        continue;
+                    }
+                    break head;
+                }
+                Ok(None) => {
+                    if self.fill(READ_CHUNK).await? == 0 {
+                        return Err(if received || !self.input.is_empty() {
+                            "the connection was closed in the middle of the answer's head"
+                        } else {
+                            "the connection was closed before an answer arrived"
+                        }
+                        .to_owned());
+                    }
+                    received = true;
+                }
+                Err(Malformed(why)) => return Err(why),
+            }
+        };
+        let cut = || "the connection was closed in the middle of the answer's body".to_owned();
+        let (body, oversized) = match head.framing {
+            Framing::Empty => (Bytes::new(), None),
+            Framing::Length(size) if size > limit => (
+                Bytes::new(),
+                Some(Oversized {
+                    size,
+                    declared: true,
+                }),
+            ),
+            Framing::Length(size) => {
+                let size = usize::try_from(size).map_err(|_| cut())?;
+                while self.input.len() < size {
+                    if self.fill(size - self.input.len()).await? == 0 {
+                        return Err(cut());
+                    }
+                }
+                (self.take(size), None)
+            }
+            Framing::Chunked => {
+                let mut decoder = Chunked::default();
+                let mut out = BytesMut::new();
+                loop {
+                    let done = decoder
+                        .decode(&mut self.input, &mut out, limit)
+                        .map_err(|Malformed(why)| why)?;
+                    if done {
+                        break (out.freeze(), None);
+                    }
+                    if out.len() as u64 > limit {
+                        break cut_at(out, limit);
+                    }
+                    if self.fill(READ_CHUNK).await? == 0 {
+                        return Err(cut());
+                    }
+                }
+            }
+            Framing::UntilClose => loop {
+                if self.input.len() as u64 > limit {
+                    break cut_at(self.input.split(), limit);
+                }
+                if self.fill(READ_CHUNK).await? == 0 {
+                    break (self.input.split().freeze(), None);
+                }
+            },
+        };
+        // Not reused: a body cut short (unread bytes follow), an answer the server ends by
+        // closing, or bytes after the answer that nobody asked for.
+        let reusable = head.keep_alive && oversized.is_none() && self.input.is_empty();
         Ok((
             Reply {
-                status: parts.status.as_u16(),
-                headers: parts.headers,
+                status: head.status,
+                request_id: head.request_id,
+                retry_after: head.retry_after,
                 body,
                 oversized,
             },
             reusable,
         ))
     }
+
+    /// Reads what is there into `input`, with room for at least `wanted` more bytes (up to
+    /// [`READ_CHUNK`] at a time). `Ok(0)`: the server closed the connection.
+    async fn fill(&mut self, wanted: usize) -> std::result::Result<usize, String> {
+        let wanted = wanted.clamp(1, READ_CHUNK.max(wanted.min(64 * READ_CHUNK)));
+        if self.input.capacity() - self.input.len() < wanted.min(READ_CHUNK) {
+            self.input.reserve(wanted.max(READ_CHUNK));
+        }
+        self.stream
+            .read_buf(&mut self.input)
+            .await
+            .map_err(|e| format!("the answer could not be read: {e}"))
+    }
+
+    /// The first `size` bytes of `input`, which holds at least that many.
+    fn take(&mut self, size: usize) -> Bytes {
+        if size <= COPY_BELOW {
+            let body = Bytes::copy_from_slice(self.input.get(..size).unwrap_or_default());
+            self.input.advance(size);
+            body
+        } else {
+            self.input.split_to(size).freeze()
+        }
+    }
 }
 
-/// Polls `future` while driving the connection, so that both progress in this one task. A
-/// connection that finishes (closed, or failed) is not polled again; the request's own future
-/// then reports what happened to it.
-async fn drive<F: Future>(driver: &mut Driver, done: &mut bool, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        if !*done && Pin::new(&mut *driver).poll(cx).is_ready() {
-            *done = true;
+/// A body read past the cap: its first `limit` bytes, and how much was seen.
+fn cut_at(mut body: BytesMut, limit: u64) -> (Bytes, Option<Oversized>) {
+    let size = body.len() as u64;
+    body.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    (
+        body.freeze(),
+        Some(Oversized {
+            size,
+            declared: false,
+        }),
+    )
+}
+
+/// Writes all of `bytes`. On failure, whether not one byte left.
+async fn write_all(
+    stream: &mut Stream,
+    bytes: &[u8],
+) -> std::result::Result<(), (bool, io::Error)> {
+    let mut written = 0;
+    while let Some(rest) = bytes.get(written..).filter(|rest| !rest.is_empty()) {
+        match stream.write(rest).await {
+            Ok(0) => return Err((written == 0, io::ErrorKind::WriteZero.into())),
+            Ok(n) => written += n,
+            Err(error) => return Err((written == 0, error)),
         }
-        future.as_mut().poll(cx)
-    })
-    .await
+    }
+    stream.flush().await.map_err(|error| (false, error))
 }
 
 /// Reads a body up to `limit` bytes. Past the limit (declared, or seen while reading a body
@@ -343,15 +485,6 @@ where
         None => first.unwrap_or_default(),
     };
     Ok((body, None))
-}
-
-/// A hyper failure during an exchange: the connection broke, or the answer could not be read.
-fn hyper_error(error: &hyper::Error) -> Error {
-    if error.is_timeout() {
-        Error::Timeout(chain(error))
-    } else {
-        Error::ConnectionBroken(chain(error))
-    }
 }
 
 /// `error: cause: cause of cause`.

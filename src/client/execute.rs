@@ -290,14 +290,11 @@ impl Client {
         let limit = self.shared.max_response_bytes;
         let Reply {
             status,
-            headers,
+            request_id,
+            retry_after,
             body: bytes,
             oversized,
         } = self.shared.transport.send(request, limit).await?;
-        let request_id = headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
 
         if (200..300).contains(&status) {
             if let Some(oversized) = oversized {
@@ -312,9 +309,8 @@ impl Client {
             // report an answer it cannot judge).
             return Ok((status, request_id, bytes));
         }
-        let retry_after = headers
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
+        let retry_after = retry_after
+            .as_deref()
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         // An error answer past the size cap keeps its start: its status is what matters.
         let (body, mut message) = if oversized.is_some() {

@@ -159,7 +159,11 @@ impl Transport {
                         client
                     }
                 };
-                send_proxied(&client, request, limit).await
+                // Boxed: reqwest's future is large, and would make every direct send's
+                // future (which embeds this one) as large, copied at each move. (Bound first:
+                // a temporary in the statement of an `.await` takes room across it.)
+                let sending = Box::pin(send_proxied(&client, request, limit));
+                sending.await
             }
         }
     }
@@ -238,7 +242,12 @@ async fn send_direct(
     loop {
         let (mut conn, reused) = match checkout(idle) {
             Some(conn) => (conn, true),
-            None => (connector.connect().await?, false),
+            None => {
+                // Boxed: a TLS handshake's future is large, and it runs once per connection,
+                // while every exchange's future would otherwise carry (and copy) its size.
+                let connecting = Box::pin(connector.connect());
+                (connecting.await?, false)
+            }
         };
         match conn.exchange(request, limit).await {
             Ok((reply, reusable)) => {
@@ -294,9 +303,17 @@ async fn send_proxied(
     let (parts, mut body) = response.into_parts();
     let declared = http_body::Body::size_hint(&body).exact();
     let (body, oversized) = read_limited(&mut body, declared, limit).await?;
+    let text = |name| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
     Ok(Reply {
         status: parts.status.as_u16(),
-        headers: parts.headers,
+        request_id: text(http::HeaderName::from_static("x-request-id")),
+        retry_after: text(http::header::RETRY_AFTER),
         body,
         oversized,
     })

@@ -1,0 +1,502 @@
+//! HTTP/1.1 as the direct transport writes and reads it (RFC 9112): a request serialised into
+//! one buffer, an answer's head parsed by httparse, and its body framed by `Content-Length`,
+//! chunked transfer coding, or the end of the connection.
+//!
+//! This is the whole protocol surface of one request shape: no pipelining, no upgrades, no
+//! request trailers. Keeping it this small is what lets an exchange cost one write and, for a
+//! small answer, one read, with no allocation beyond the answer's own bytes (see
+//! `connection.rs`). Every function here is pure (bytes in, bytes or a decision out), so the
+//! framing rules are tested without a socket.
+
+use bytes::{Buf, BytesMut};
+use http::{HeaderMap, Method};
+
+/// The largest answer head accepted (status line and headers); a longer one is refused rather
+/// than buffered without end.
+pub(crate) const MAX_HEAD: usize = 256 * 1024;
+/// Headers in one answer head (hyper's default too); more is refused.
+const MAX_HEADERS: usize = 100;
+
+/// Appends `method target HTTP/1.1`, `headers` and the body's framing to `out`. Framing
+/// headers in `headers` are skipped: the client owns them (they are refused as options too).
+pub(crate) fn encode_request(
+    out: &mut Vec<u8>,
+    method: &Method,
+    target: &str,
+    headers: &HeaderMap,
+    body_len: usize,
+) {
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        if name == http::header::CONTENT_LENGTH
+            || name == http::header::TRANSFER_ENCODING
+            || name == http::header::CONNECTION
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // A GET or HEAD without a body says nothing; any other request states its length, even 0,
+    // so the server never waits for a body that is not coming.
+    if body_len > 0 || !(method == Method::GET || method == Method::HEAD) {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(body_len.to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// How an answer's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// No body at all (a 204 or 304, or the answer to a HEAD).
+    Empty,
+    Length(u64),
+    Chunked,
+    /// Everything until the server closes the connection.
+    UntilClose,
+}
+
+/// What the client needs from an answer's head.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) status: u16,
+    /// Bytes of the head, blank line included.
+    pub(crate) len: usize,
+    pub(crate) framing: Framing,
+    /// The connection may take another request after this answer (HTTP/1.1, no
+    /// `Connection: close`, a body delimited without closing).
+    pub(crate) keep_alive: bool,
+    pub(crate) request_id: Option<String>,
+    pub(crate) retry_after: Option<String>,
+}
+
+impl Head {
+    /// An interim answer (100 Continue, 103 Early Hints): skipped, the real one follows.
+    pub(crate) fn is_interim(&self) -> bool {
+        (100..200).contains(&self.status) && self.status != 101
+    }
+}
+
+/// Why an answer could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Malformed(pub(crate) String);
+
+/// Parses an answer head at the start of `buf`: `Ok(None)` when more bytes are needed.
+pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, Malformed> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Err(Malformed(format!(
+                "the answer's head is larger than {MAX_HEAD} bytes"
+            )))
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Malformed(format!(
+                "the answer has more than {MAX_HEADERS} headers"
+            )))
+        }
+        Err(e) => return Err(Malformed(format!("the answer is not valid HTTP/1.1: {e}"))),
+    };
+    let status = response.code.unwrap_or_default();
+    let http11 = response.version == Some(1);
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut close = false;
+    let mut keep_alive_header = false;
+    let mut request_id = None;
+    let mut retry_after = None;
+    for header in response.headers.iter() {
+        let name = header.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(header.value)
+                .ok()
+                .map(|v| v.trim_matches([' ', '\t']))
+                .and_then(|v| {
+                    // Digits only: `+5` and `-0` parse as u64 in Rust, and are not lengths.
+                    v.bytes()
+                        .all(|b| b.is_ascii_digit())
+                        .then(|| v.parse::<u64>().ok())
+                        .flatten()
+                })
+                .ok_or_else(|| {
+                    Malformed(format!(
+                        "the answer's Content-Length {:?} is not a length",
+                        String::from_utf8_lossy(header.value)
+                    ))
+                })?;
+            if length.is_some_and(|seen| seen != value) {
+                return Err(Malformed(
+                    "the answer has two different Content-Length headers".to_owned(),
+                ));
+            }
+            length = Some(value);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            // Only the last coding decides whether the body is chunked.
+            let value = String::from_utf8_lossy(header.value);
+            chunked = value
+                .rsplit(',')
+                .next()
+                .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            for option in String::from_utf8_lossy(header.value).split(',') {
+                let option = option.trim();
+                close |= option.eq_ignore_ascii_case("close");
+                keep_alive_header |= option.eq_ignore_ascii_case("keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("x-request-id") {
+            request_id = text(header.value);
+        } else if name.eq_ignore_ascii_case("retry-after") {
+            retry_after = text(header.value);
+        }
+    }
+    let framing = if *request == Method::HEAD || status == 204 || status == 304 || status < 200 {
+        Framing::Empty
+    } else if transfer_encoding {
+        // RFC 9112 6.3: Transfer-Encoding overrides Content-Length; a coding other than
+        // chunked last runs until the connection closes.
+        if chunked {
+            Framing::Chunked
+        } else {
+            Framing::UntilClose
+        }
+    } else if let Some(length) = length {
+        Framing::Length(length)
+    } else {
+        Framing::UntilClose
+    };
+    let keep_alive = !close
+        && (http11 || keep_alive_header)
+        && framing != Framing::UntilClose
+        // A message with both is a sign of request smuggling: not reused (RFC 9112 6.3).
+        && !(transfer_encoding && length.is_some());
+    Ok(Some(Head {
+        status,
+        len,
+        framing,
+        keep_alive,
+        request_id,
+        retry_after,
+    }))
+}
+
+/// A header value as text, when it is text.
+fn text(value: &[u8]) -> Option<String> {
+    std::str::from_utf8(value).ok().map(str::to_owned)
+}
+
+/// Decodes a chunked body as its bytes arrive.
+#[derive(Debug, Default)]
+pub(crate) struct Chunked {
+    state: ChunkState,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    #[default]
+    Size,
+    /// Inside a chunk: this many data bytes left.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer fields, up to a blank line.
+    Trailers,
+    Done,
+}
+
+impl Chunked {
+    /// Moves what `input` holds of the body into `out`, consuming it from `input`: `Ok(true)`
+    /// once the body is complete (anything after it is left in `input`), `Ok(false)` when more
+    /// bytes are needed. Stops early once `out` holds more than `limit` bytes.
+    pub(crate) fn decode(
+        &mut self,
+        input: &mut BytesMut,
+        out: &mut BytesMut,
+        limit: u64,
+    ) -> Result<bool, Malformed> {
+        loop {
+            match self.state {
+                ChunkState::Size => match httparse::parse_chunk_size(input) {
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        input.advance(used);
+                        self.state = if size == 0 {
+                            ChunkState::Trailers
+                        } else {
+                            ChunkState::Data(size)
+                        };
+                    }
+                    Ok(httparse::Status::Partial) if input.len() > 1024 => {
+                        return Err(Malformed(
+                            "a chunk-size line of the answer is too long".to_owned(),
+                        ))
+                    }
+                    Ok(httparse::Status::Partial) => return Ok(false),
+                    Err(_) => {
+                        return Err(Malformed(
+                            "the answer's chunked body has an invalid chunk size".to_owned(),
+                        ))
+                    }
+                },
+                ChunkState::Data(left) => {
+                    if input.is_empty() {
+                        return Ok(false);
+                    }
+                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(input.len());
+                    out.extend_from_slice(input.split_to(take).as_ref());
+                    let left = left - take as u64;
+                    self.state = if left == 0 {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left)
+                    };
+                    if out.len() as u64 > limit {
+                        return Ok(false);
+                    }
+                }
+                ChunkState::DataEnd => {
+                    if input.len() < 2 {
+                        return Ok(false);
+                    }
+                    if input.get(..2) != Some(b"\r\n".as_slice()) {
+                        return Err(Malformed(
+                            "a chunk of the answer is longer than its size".to_owned(),
+                        ));
+                    }
+                    input.advance(2);
+                    self.state = ChunkState::Size;
+                }
+                ChunkState::Trailers => {
+                    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                    match httparse::parse_headers(input, &mut fields) {
+                        Ok(httparse::Status::Complete((used, _))) => {
+                            input.advance(used);
+                            self.state = ChunkState::Done;
+                        }
+                        Ok(httparse::Status::Partial) if input.len() >= MAX_HEAD => {
+                            return Err(Malformed("the answer's trailers are too large".to_owned()))
+                        }
+                        Ok(httparse::Status::Partial) => return Ok(false),
+                        Err(e) => {
+                            return Err(Malformed(format!(
+                                "the answer's trailers are invalid: {e}"
+                            )))
+                        }
+                    }
+                }
+                ChunkState::Done => return Ok(true),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+    use proptest::prelude::*;
+
+    fn head(text: &str) -> Result<Option<Head>, Malformed> {
+        parse_head(text.as_bytes(), &Method::POST)
+    }
+
+    #[test]
+    fn a_request_is_written_with_its_length() {
+        let mut headers = HeaderMap::new();
+        headers.insert("host", HeaderValue::from_static("example.com"));
+        headers.insert("content-length", HeaderValue::from_static("99"));
+        let mut out = Vec::new();
+        encode_request(&mut out, &Method::POST, "/v1/x?a=1", &headers, 2);
+        assert_eq!(
+            out,
+            b"POST /v1/x?a=1 HTTP/1.1\r\nhost: example.com\r\ncontent-length: 2\r\n\r\n"
+        );
+        out.clear();
+        encode_request(&mut out, &Method::GET, "/", &HeaderMap::new(), 0);
+        assert_eq!(out, b"GET / HTTP/1.1\r\n\r\n");
+        out.clear();
+        encode_request(&mut out, &Method::DELETE, "/", &HeaderMap::new(), 0);
+        assert_eq!(out, b"DELETE / HTTP/1.1\r\ncontent-length: 0\r\n\r\n");
+    }
+
+    #[test]
+    fn heads_are_framed_as_rfc_9112_says() {
+        let text =
+            "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nX-Request-Id: r-1\r\nRetry-After: 3\r\n\r\n";
+        let parsed = head(&format!("{text}rest")).ok().flatten();
+        assert_eq!(
+            parsed,
+            Some(Head {
+                status: 200,
+                len: text.len(),
+                framing: Framing::Length(12),
+                keep_alive: true,
+                request_id: Some("r-1".into()),
+                retry_after: Some("3".into()),
+            })
+        );
+        let framing = |text: &str| head(text).ok().flatten().map(|h| (h.framing, h.keep_alive));
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            Some((Framing::Chunked, true))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+            Some((Framing::UntilClose, false))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n"),
+            Some((Framing::Chunked, false))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\n\r\n"),
+            Some((Framing::UntilClose, false))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n"),
+            Some((Framing::Empty, true))
+        );
+        assert_eq!(
+            framing(
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, Close\r\n\r\n"
+            ),
+            Some((Framing::Length(2), false))
+        );
+        assert_eq!(
+            framing("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n"),
+            Some((Framing::Length(2), false))
+        );
+        assert_eq!(
+            framing("HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"),
+            Some((Framing::Length(2), true))
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n"),
+            Some((Framing::Length(2), true))
+        );
+        assert_eq!(
+            parse_head(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n",
+                &Method::HEAD
+            )
+            .ok()
+            .flatten()
+            .map(|h| h.framing),
+            Some(Framing::Empty)
+        );
+        let interim = head("HTTP/1.1 100 Continue\r\n\r\n").ok().flatten();
+        assert!(interim.is_some_and(|h| h.is_interim() && h.framing == Framing::Empty));
+    }
+
+    #[test]
+    fn bad_heads_are_refused_and_partial_ones_wait() {
+        assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Len"), Ok(None));
+        assert_eq!(head(""), Ok(None));
+        for bad in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "HTTP/1.1 2000 OK\r\n\r\n",
+            "SMTP ready\r\n\r\n",
+        ] {
+            assert!(head(bad).is_err(), "{bad:?} was accepted");
+        }
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: y\r\n")).collect();
+        assert!(head(&format!("HTTP/1.1 200 OK\r\n{many}\r\n")).is_err());
+        let huge = format!("HTTP/1.1 200 OK\r\nx: {}", "y".repeat(MAX_HEAD));
+        assert!(head(&huge).is_err());
+    }
+
+    fn decode_all(
+        wire: &[u8],
+        pieces: &[usize],
+        limit: u64,
+    ) -> Result<(Vec<u8>, bool, Vec<u8>), Malformed> {
+        let mut decoder = Chunked::default();
+        let mut input = BytesMut::new();
+        let mut out = BytesMut::new();
+        let mut rest = wire;
+        let mut sizes = pieces.iter().copied().cycle();
+        loop {
+            let take = sizes
+                .next()
+                .unwrap_or(1)
+                .clamp(1, rest.len().max(1))
+                .min(rest.len());
+            let (piece, tail) = rest.split_at(take);
+            input.extend_from_slice(piece);
+            rest = tail;
+            let done = decoder.decode(&mut input, &mut out, limit)?;
+            if done || rest.is_empty() || out.len() as u64 > limit {
+                return Ok((out.to_vec(), done, input.to_vec()));
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_bodies_are_decoded_with_trailers_and_what_follows_is_left() {
+        let wire = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: 1\r\n\r\nNEXT";
+        assert_eq!(
+            decode_all(wire, &[wire.len()], u64::MAX),
+            Ok((b"hello world".to_vec(), true, b"NEXT".to_vec()))
+        );
+        assert_eq!(
+            decode_all(b"0\r\n\r\n", &[1], u64::MAX),
+            Ok((Vec::new(), true, Vec::new()))
+        );
+        assert!(decode_all(b"5\r\nhello!!\r\n0\r\n\r\n", &[64], u64::MAX).is_err());
+        assert!(decode_all(b"zz\r\nhello\r\n0\r\n\r\n", &[64], u64::MAX).is_err());
+        let (out, done, _) =
+            decode_all(b"5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n", &[64], 7).unwrap_or_default();
+        assert!(!done && out.len() > 7 && out.len() <= 10, "{out:?}");
+    }
+
+    proptest! {
+        /// However the bytes arrive, a chunked body decodes to what was encoded, the message
+        /// ends where it ends, and the bytes after it are left untouched.
+        #[test]
+        fn chunked_decoding_does_not_depend_on_how_bytes_arrive(
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..40), 0..8),
+            pieces in proptest::collection::vec(1usize..20, 1..8),
+            trailer in any::<bool>(),
+        ) {
+            let mut wire = Vec::new();
+            for chunk in &chunks {
+                wire.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                wire.extend_from_slice(chunk);
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"0\r\n");
+            if trailer {
+                wire.extend_from_slice(b"t: v\r\n");
+            }
+            wire.extend_from_slice(b"\r\nHTTP/1.1");
+            let (out, done, rest) = decode_all(&wire, &pieces, u64::MAX)
+                .map_err(|e| TestCaseError::fail(e.0))?;
+            prop_assert!(done);
+            prop_assert_eq!(out, chunks.concat());
+            // What arrived after the end stays in the input, whole or in part.
+            prop_assert!(b"HTTP/1.1".starts_with(&rest));
+        }
+
+        /// Any bytes as an answer head: parsed, refused or waited for, never a panic.
+        #[test]
+        fn any_head_is_judged_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse_head(&bytes, &Method::GET);
+            let mut input = BytesMut::from(bytes.as_slice());
+            let _ = Chunked::default().decode(&mut input, &mut BytesMut::new(), 64);
+        }
+    }
+}
