@@ -9,9 +9,10 @@
 //! polled at all; the pool checks it is still open before lending it out ([`Conn::is_open`]).
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -220,19 +221,27 @@ const READ_CHUNK: usize = 16 * 1024;
 const COPY_BELOW: usize = 4 * 1024;
 
 impl Conn {
-    /// Whether an idle connection can take a request: the server has not closed it. Reads
-    /// once without waiting: nothing to read is the only good answer (a close, an error or a
-    /// stray byte all mean the connection is done).
-    pub(crate) fn is_open(&mut self) -> bool {
+    /// Whether an idle connection can take a request: the server has not closed it, and sent
+    /// nothing unasked. Asked of the socket itself (a peek that does not wait), not of tokio:
+    /// tokio learns of a close only when its reactor runs, and a sync call's reactor does not
+    /// run between calls, so a close that arrived meanwhile would go unseen and the next send's
+    /// outcome would be unknown for nothing.
+    pub(crate) fn is_open(&self) -> bool {
         if !self.input.is_empty() {
             return false;
         }
-        let mut context = Context::from_waker(Waker::noop());
-        let mut probe = [0u8; 1];
-        let mut probe = ReadBuf::new(&mut probe);
-        Pin::new(&mut self.stream)
-            .poll_read(&mut context, &mut probe)
-            .is_pending()
+        let tcp = match &self.stream {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref().0,
+        };
+        let mut probe = [MaybeUninit::<u8>::uninit(); 1];
+        // Nothing to read is the only good answer. A close or an error ends the connection;
+        // so do bytes: stray ones in clear text, and over TLS most likely the server's
+        // close_notify (a session ticket comes with the first answer and is read with it).
+        matches!(
+            socket2::SockRef::from(tcp).peek(&mut probe),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock
+        )
     }
 
     /// Sends `request` and reads the whole answer, body included (at most `limit` bytes of

@@ -301,6 +301,32 @@ impl Chunked {
     }
 }
 
+/// For the fuzzers (`wire::fuzz`): the head parser and the chunked decoder on any bytes. What
+/// must hold: no panic; a parsed head lies within the bytes; a decoded body is never longer
+/// than what was consumed to decode it.
+pub(crate) fn check_any_answer(data: &[u8]) {
+    for method in [Method::GET, Method::POST, Method::HEAD] {
+        if let Ok(Some(head)) = parse_head(data, &method) {
+            assert!(head.len <= data.len(), "a head longer than its bytes");
+            let mut input = BytesMut::from(data.get(head.len..).unwrap_or_default());
+            let before = input.len();
+            let mut out = BytesMut::new();
+            let _ = Chunked::default().decode(&mut input, &mut out, u64::MAX);
+            assert!(
+                out.len() <= before - input.len(),
+                "more body than bytes read"
+            );
+        }
+    }
+    let mut input = BytesMut::from(data);
+    let mut out = BytesMut::new();
+    let _ = Chunked::default().decode(&mut input, &mut out, 16);
+    assert!(
+        out.len() <= data.len() - input.len(),
+        "more body than bytes read"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ mod config;
 mod connection;
 mod execute;
 mod gate;
-mod http1;
+pub(crate) mod http1;
 mod meta;
 mod pool;
 mod retry;

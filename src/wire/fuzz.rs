@@ -1,4 +1,5 @@
-//! Every response decoder on arbitrary bytes, for fuzzing: the cargo-fuzz target in `fuzz/`
+//! Every response decoder on arbitrary bytes (the JSON models, and the HTTP/1.1 framing they
+//! arrive in), for fuzzing: the cargo-fuzz target in `fuzz/`
 //! (long runs, coverage-guided) and a time-bounded property pass in `cargo test` (CI) both call
 //! [`decode_everything`].
 //!
@@ -68,6 +69,8 @@ pub fn decode_everything(data: &[u8]) {
     refused(&BusinessPhoneNumber::from_json(body).map(drop), "number");
     let (_, message) = crate::client::error_body(data);
     assert!(message.chars().count() <= 501, "error message not bounded");
+    // The same bytes as an HTTP/1.1 answer off the wire (the direct transport's parser).
+    crate::client::http1::check_any_answer(data);
 }
 
 #[cfg(test)]
@@ -99,6 +102,32 @@ mod tests {
         "qualityRating",
         "message",
         "error",
+    ];
+
+    const HEADS: &[&str] = &[
+        "HTTP/1.1 200 OK",
+        "HTTP/1.0 200 OK",
+        "HTTP/1.1 100 Continue",
+        "HTTP/1.1 204 No Content",
+        "HTTP/1.1 429 ",
+        "HTTP/1.1 99999 x",
+    ];
+    const FIELDS: &[&str] = &[
+        "Content-Length: 5\r\n",
+        "Content-Length: 18446744073709551616\r\n",
+        "Transfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip\r\n",
+        "Connection: close\r\n",
+        "Retry-After: 1\r\n",
+        "X-Request-Id: \u{e9}t\u{e9}\r\n",
+        "Bad Header\r\n",
+    ];
+    const CHUNKED: &[&str] = &[
+        "",
+        "5\r\nhello\r\n",
+        "ffffffffffffffffff\r\n",
+        "0\r\n\r\n",
+        "3;x=y\r\n",
     ];
 
     /// JSON text of values shaped like the service's, and of everything around them.
@@ -157,6 +186,16 @@ mod tests {
                 }
             ),
             prop::collection::vec(any::<u8>(), 0..512),
+            // An answer head with framing headers, then a body that may be chunked.
+            (
+                prop::sample::select(HEADS),
+                prop::collection::vec(prop::sample::select(FIELDS), 0..4),
+                prop::sample::select(CHUNKED),
+                json_text(),
+            )
+                .prop_map(|(head, fields, chunked, body)| {
+                    format!("{head}\r\n{}\r\n{chunked}{body}", fields.concat()).into_bytes()
+                }),
         ]
     }
 
