@@ -295,3 +295,27 @@ def test_sync_and_async_pages_are_equal(
     async_page = asyncio.run(fetch())
     assert sync_page == async_page
     assert sync_page.to_dict() == async_page.to_dict()
+
+
+def test_raw_list_returns_items_the_models_would_refuse(
+    sandbox: Sandbox, client: bizmsg.Client
+) -> None:
+    """``raw=True`` checks the envelope only: an item the model refuses (here a
+    ``phoneNumberId`` that is an object) comes back as received, where the typed list raises.
+    A broken envelope is still refused."""
+    body = {"data": [{"phoneNumberId": {"odd": True}}, {"x": 1}], "total": 2, "pages": 1}
+    sandbox.inject("business_phone_numbers", status=200, body=json.dumps(body), times=2)
+    assert client.business_phone_numbers.list(raw=True) == body
+    with pytest.raises(bizmsg.DecodeError):
+        client.business_phone_numbers.list()
+    sandbox.inject("business_phone_numbers", status=200, body='{"data": [1, 2]}')
+    with pytest.raises(bizmsg.DecodeError, match="not a"):
+        client.business_phone_numbers.list(raw=True, max_retries=0)
+
+
+async def test_raw_async_list_returns_items_the_models_would_refuse(
+    sandbox: Sandbox, aclient: bizmsg.AsyncClient
+) -> None:
+    body = {"data": [{"bizAccountId": [1]}], "total": 1}
+    sandbox.inject("business_accounts", status=200, body=json.dumps(body))
+    assert await aclient.business_accounts.list(raw=True) == body

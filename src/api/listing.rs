@@ -5,7 +5,7 @@ use http::Method;
 use crate::client::{CallOptions, Client, Operation, Response};
 use crate::error::{Error, Result};
 use crate::validate;
-use crate::wire::{FromWire, Page};
+use crate::wire::{FromWire, Page, RawObject};
 
 /// `pageNo` and `pageSize`, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +31,17 @@ pub enum Pager {
 }
 
 impl Client {
+    /// One page of either listing with its items left as the JSON they were (see
+    /// [`RawObject`]): the envelope is checked, the items' fields are not decoded.
+    pub async fn list_raw(
+        &self,
+        pager: Pager,
+        page: PageRequest,
+        call: &CallOptions,
+    ) -> Result<Response<Page<RawObject>>> {
+        self.list_page(pager, page, call).await
+    }
+
     pub(crate) async fn list_page<T: FromWire>(
         &self,
         pager: Pager,

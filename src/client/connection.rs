@@ -214,6 +214,8 @@ pub(crate) struct Failed {
     pub(crate) returned: Option<http::Request<OutgoingBody>>,
 }
 
+/// See [`Conn::is_open`].
+const ASK_THE_SOCKET_AFTER: Duration = Duration::from_millis(10);
 /// Room asked of the allocator for each read: an answer's head and a small body in one read.
 const READ_CHUNK: usize = 16 * 1024;
 /// A body up to this size is copied out of the read buffer, which then serves the next answer
@@ -222,22 +224,33 @@ const COPY_BELOW: usize = 4 * 1024;
 
 impl Conn {
     /// Whether an idle connection can take a request: the server has not closed it, and sent
-    /// nothing unasked. Asked of the socket itself (a peek that does not wait), not of tokio:
-    /// tokio learns of a close only when its reactor runs, and a sync call's reactor does not
-    /// run between calls, so a close that arrived meanwhile would go unseen and the next send's
-    /// outcome would be unknown for nothing.
-    pub(crate) fn is_open(&self) -> bool {
+    /// nothing unasked. Nothing to read is the only good answer: a close or an error ends the
+    /// connection, and so do bytes (stray ones in clear text; over TLS most likely the server's
+    /// close_notify, since a session ticket comes with the first answer and is read with it).
+    ///
+    /// A connection idle for a while is asked at the socket (a peek that does not wait), not
+    /// through tokio: tokio learns of a close only when its reactor runs, and a sync call's
+    /// reactor does not run between calls, so a close that arrived meanwhile would go unseen
+    /// and the next send's outcome would be unknown for nothing. One used moments ago (a
+    /// campaign's, between two of its sends) is asked through tokio's readiness, which costs
+    /// no system call: servers close idle connections after seconds, not microseconds.
+    pub(crate) fn is_open(&mut self) -> bool {
         if !self.input.is_empty() {
             return false;
+        }
+        if self.idle_since.elapsed() < ASK_THE_SOCKET_AFTER {
+            let mut context = Context::from_waker(std::task::Waker::noop());
+            let mut probe = [0u8; 1];
+            let mut probe = ReadBuf::new(&mut probe);
+            return Pin::new(&mut self.stream)
+                .poll_read(&mut context, &mut probe)
+                .is_pending();
         }
         let tcp = match &self.stream {
             Stream::Plain(tcp) => tcp,
             Stream::Tls(tls) => tls.get_ref().0,
         };
         let mut probe = [MaybeUninit::<u8>::uninit(); 1];
-        // Nothing to read is the only good answer. A close or an error ends the connection;
-        // so do bytes: stray ones in clear text, and over TLS most likely the server's
-        // close_notify (a session ticket comes with the first answer and is read with it).
         matches!(
             socket2::SockRef::from(tcp).peek(&mut probe),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock

@@ -282,7 +282,7 @@ async fn send_direct(
 /// The most recently used idle connection that is still open.
 fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
     idle.with(|list| {
-        while let Some(conn) = list.pop() {
+        while let Some(mut conn) = list.pop() {
             if conn.idle_since.elapsed() < IDLE_TIMEOUT && conn.is_open() {
                 return Some(conn);
             }

@@ -23,7 +23,7 @@ use crate::client::{
     CallOptions, ClientConfig, Response, RetryObserver, TokenSource, TransportKind,
 };
 use crate::error::Error;
-use crate::wire::{Page, SendRequest, SendResult};
+use crate::wire::{Page, RawObject, SendRequest, SendResult};
 use crate::{Client, Timeout};
 
 #[pyclass(frozen, module = "bizmsg._native")]
@@ -40,6 +40,15 @@ pub(crate) struct NativeClient {
 pub(crate) enum Listing {
     BusinessAccounts,
     BusinessPhoneNumbers,
+}
+
+impl Listing {
+    fn pager(self) -> Pager {
+        match self {
+            Listing::BusinessAccounts => Pager::BusinessAccounts,
+            Listing::BusinessPhoneNumbers => Pager::BusinessPhoneNumbers,
+        }
+    }
 }
 
 #[pymethods]
@@ -269,16 +278,20 @@ impl NativeClient {
         let (page, call) =
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
-        match kind {
-            Listing::BusinessAccounts => {
+        match (kind, raw) {
+            (_, true) => match wait(py, self.client.list_raw(kind.pager(), page, &call)) {
+                Waited::Done(result) => raw_page_reply(py, result),
+                Waited::Interrupted(interrupt) => Err(interrupt),
+            },
+            (Listing::BusinessAccounts, false) => {
                 match wait(py, self.client.list_business_accounts(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, raw, PageKind::Sync),
+                    Waited::Done(result) => page_reply(py, result, PageKind::Sync),
                     Waited::Interrupted(interrupt) => Err(interrupt),
                 }
             }
-            Listing::BusinessPhoneNumbers => {
+            (Listing::BusinessPhoneNumbers, false) => {
                 match wait(py, self.client.list_business_phone_numbers(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, raw, PageKind::Sync),
+                    Waited::Done(result) => page_reply(py, result, PageKind::Sync),
                     Waited::Interrupted(interrupt) => Err(interrupt),
                 }
             }
@@ -345,17 +358,22 @@ impl NativeClient {
         let (page, call) =
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
-        match kind {
-            Listing::BusinessAccounts => awaitable(py, async move {
+        match (kind, raw) {
+            (_, true) => awaitable(py, async move {
+                let result =
+                    super::runtime::catch_panics(client.list_raw(kind.pager(), page, &call)).await;
+                Reply::new(move |py| raw_page_reply(py, result))
+            }),
+            (Listing::BusinessAccounts, false) => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_accounts(page, &call)).await;
-                Reply::new(move |py| page_reply(py, result, raw, PageKind::Async))
+                Reply::new(move |py| page_reply(py, result, PageKind::Async))
             }),
-            Listing::BusinessPhoneNumbers => awaitable(py, async move {
+            (Listing::BusinessPhoneNumbers, false) => awaitable(py, async move {
                 let result =
                     super::runtime::catch_panics(client.list_business_phone_numbers(page, &call))
                         .await;
-                Reply::new(move |py| page_reply(py, result, raw, PageKind::Async))
+                Reply::new(move |py| page_reply(py, result, PageKind::Async))
             }),
         }
     }
@@ -563,11 +581,19 @@ fn send_reply(
 fn page_reply<T: convert::PyItem>(
     py: Python<'_>,
     result: crate::Result<Response<Page<T>>>,
-    raw: bool,
     kind: PageKind,
 ) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
-    Ok(convert::page(py, &response.value, Some(&response.meta), raw, kind)?.unbind())
+    Ok(convert::page(py, &response.value, Some(&response.meta), kind)?.unbind())
+}
+
+/// `raw=True`: the envelope, checked, as the dict it was.
+fn raw_page_reply(
+    py: Python<'_>,
+    result: crate::Result<Response<Page<RawObject>>>,
+) -> PyResult<Py<PyAny>> {
+    let response = result.map_err(|e| to_py(py, e))?;
+    Ok(convert::json_to_py(py, response.value.wire.as_bytes())?.unbind())
 }
 
 #[allow(clippy::too_many_arguments)]

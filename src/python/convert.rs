@@ -474,12 +474,8 @@ pub(crate) fn page<'py, T: PyItem>(
     py: Python<'py>,
     page: &Page<T>,
     call: Option<&Meta>,
-    raw: bool,
     kind: PageKind,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if raw {
-        return json_to_py(py, page.wire.as_bytes());
-    }
     let items = PyList::empty(py);
     for item in &page.data {
         items.append(item.build(py)?)?;
@@ -534,7 +530,7 @@ pub(crate) fn model_from_json<'py>(
             let decoded =
                 Page::<BusinessAccount>::from_answer(body, fallbacks.unwrap_or((1, 20)), source)
                     .map_err(to_py)?;
-            page(py, &decoded, None, false, PageKind::Sync)
+            page(py, &decoded, None, PageKind::Sync)
         }
         ("Page", Some("BusinessPhoneNumber")) => {
             let decoded = Page::<BusinessPhoneNumber>::from_answer(
@@ -543,7 +539,7 @@ pub(crate) fn model_from_json<'py>(
                 source,
             )
             .map_err(to_py)?;
-            page(py, &decoded, None, false, PageKind::Sync)
+            page(py, &decoded, None, PageKind::Sync)
         }
         (other, item) => Err(to_py(Error::validation(
             "kind",

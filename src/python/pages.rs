@@ -60,10 +60,7 @@ impl Next {
         ) -> PyResult<Py<PyAny>> {
             match next.map_err(|e| to_py(py, e))? {
                 Some(response) => {
-                    Ok(
-                        convert::page(py, &response.value, Some(&response.meta), false, kind)?
-                            .unbind(),
-                    )
+                    Ok(convert::page(py, &response.value, Some(&response.meta), kind)?.unbind())
                 }
                 None => Ok(py.None()),
             }

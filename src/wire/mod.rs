@@ -12,6 +12,7 @@ pub mod fuzz;
 mod json;
 mod page;
 mod phone_number;
+mod raw_object;
 mod send;
 mod timestamp;
 
@@ -19,6 +20,7 @@ pub use account::BusinessAccount;
 pub use json::{RawJson, Reader, Scalar};
 pub use page::{has_next_page, Page};
 pub use phone_number::BusinessPhoneNumber;
+pub use raw_object::RawObject;
 pub use send::{is_success, SendRequest, SendResult, TemplateRequest, DEFAULT_SUCCESS_CODES};
 pub use timestamp::parse_timestamp;
 
