@@ -231,8 +231,10 @@ def test_an_idle_connection_the_server_closed_is_not_used(
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",
     b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"cut\":",
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\n" * 17 + answer(),
 ], ids=["two-lengths", "negative-length", "bad-chunk-size", "chunk-too-long", "not-http",
-        "cut-body"])
+        "cut-body", "unasked-101", "endless-interim"])
 def test_a_malformed_answer_to_a_send_is_an_unknown_outcome(
     serve: Callable[..., RawServer], data: bytes
 ) -> None:
@@ -245,6 +247,12 @@ def test_a_malformed_answer_to_a_send_is_an_unknown_outcome(
     assert len(server.requests) == 1, "a send with an unreadable answer was sent again"
     assert caught.value.idempotency_key
     assert "answer" in str(caught.value) or "closed" in str(caught.value)
+
+
+def test_sixteen_interim_answers_are_still_read_through(serve: Callable[..., RawServer]) -> None:
+    server = serve(Script(b"HTTP/1.1 100 Continue\r\n\r\n" * 16 + answer()))
+    with client_for(server) as client:
+        assert send(client).sms_id == "sms_1"
 
 
 def test_a_malformed_answer_to_a_read_is_retried(serve: Callable[..., RawServer]) -> None:

@@ -214,6 +214,8 @@ pub(crate) struct Failed {
     pub(crate) returned: Option<http::Request<OutgoingBody>>,
 }
 
+/// Interim (1xx) answers accepted before the real one; a server that sends more is broken.
+const MAX_INTERIM: usize = 16;
 /// See [`Conn::is_open`].
 const ASK_THE_SOCKET_AFTER: Duration = Duration::from_millis(10);
 /// Room asked of the allocator for each read: an answer's head and a small body in one read.
@@ -238,13 +240,19 @@ impl Conn {
         if !self.input.is_empty() {
             return false;
         }
-        if self.idle_since.elapsed() < ASK_THE_SOCKET_AFTER {
+        let recent = self.idle_since.elapsed() < ASK_THE_SOCKET_AFTER;
+        // Over TLS this read comes first whatever the age: rustls may hold decrypted bytes, or
+        // a close_notify, that a peek at the socket cannot see.
+        if recent || matches!(self.stream, Stream::Tls(_)) {
             let mut context = Context::from_waker(std::task::Waker::noop());
             let mut probe = [0u8; 1];
             let mut probe = ReadBuf::new(&mut probe);
-            return Pin::new(&mut self.stream)
+            let quiet = Pin::new(&mut self.stream)
                 .poll_read(&mut context, &mut probe)
                 .is_pending();
+            if recent || !quiet {
+                return quiet;
+            }
         }
         let tcp = match &self.stream {
             Stream::Plain(tcp) => tcp,
@@ -305,11 +313,18 @@ impl Conn {
         limit: u64,
     ) -> std::result::Result<(Reply, bool), String> {
         let mut received = false;
+        let mut interim = 0;
         let head = loop {
             match http1::parse_head(&self.input, method) {
                 Ok(Some(head)) => {
                     self.input.advance(head.len);
                     if head.is_interim() {
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            return Err(format!(
+                                "the server sent more than {MAX_INTERIM} interim (1xx) answers"
+                            ));
+                        }
                         continue;
                     }
                     break head;

@@ -79,8 +79,9 @@ pub(crate) struct Head {
 
 impl Head {
     /// An interim answer (100 Continue, 103 Early Hints): skipped, the real one follows.
+    /// (101 is refused by [`parse_head`].)
     pub(crate) fn is_interim(&self) -> bool {
-        (100..200).contains(&self.status) && self.status != 101
+        (100..200).contains(&self.status)
     }
 }
 
@@ -108,6 +109,12 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
         Err(e) => return Err(Malformed(format!("the answer is not valid HTTP/1.1: {e}"))),
     };
     let status = response.code.unwrap_or_default();
+    if status == 101 {
+        // Never asked for (no request carries Upgrade): the connection is no longer HTTP.
+        return Err(Malformed(
+            "the answer is 101 Switching Protocols, which no request asked for".to_owned(),
+        ));
+    }
     let http11 = response.version == Some(1);
     let mut length: Option<u64> = None;
     let mut chunked = false;
@@ -179,8 +186,9 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
     let keep_alive = !close
         && (http11 || keep_alive_header)
         && framing != Framing::UntilClose
-        // A message with both is a sign of request smuggling: not reused (RFC 9112 6.3).
-        && !(transfer_encoding && length.is_some());
+        // A message with both is a sign of request smuggling, and an HTTP/1.0 message with
+        // Transfer-Encoding has faulty framing: neither is reused (RFC 9112 6.1, 6.3).
+        && !(transfer_encoding && (length.is_some() || !http11));
     Ok(Some(Head {
         status,
         len,
@@ -421,6 +429,13 @@ mod tests {
             .map(|h| h.framing),
             Some(Framing::Empty)
         );
+        assert_eq!(
+            framing(
+                "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+            ),
+            Some((Framing::Chunked, false))
+        );
+        assert!(head("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n").is_err());
         let interim = head("HTTP/1.1 100 Continue\r\n\r\n").ok().flatten();
         assert!(interim.is_some_and(|h| h.is_interim() && h.framing == Framing::Empty));
     }
