@@ -165,6 +165,52 @@ def test_a_bad_item_is_a_failed_outcome_and_the_rest_is_sent(
     assert sorted(r["body"]["to"] for r in sandbox.sent_messages()) == [recipient(1), recipient(2)]
 
 
+def test_a_shared_template_changed_in_place_is_read_again(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    """Messages sharing one ``Template`` reuse its validation, but never a stale one: a
+    parameters list (or dict) changed in place between two messages is sent as it is then,
+    and a template made invalid fails only the messages made after."""
+    params: list[Any] = ["a"]
+    mapping: dict[str, Any] = {"k": "1"}
+    listed = bizmsg.Template(name="n", parameters=params, language="en")
+    keyed = bizmsg.Template(name="n", parameters=mapping, language="en")
+
+    def items() -> Iterator[bizmsg.Message]:
+        for i in range(3):
+            yield bizmsg.Message(to=recipient(i), from_=sender.digits, template=listed)
+            params[0] = f"b{i}"
+        params[0] = 5  # not a string any more
+        yield bizmsg.Message(to=recipient(3), from_=sender.digits, template=listed)
+        params[0] = "ok"
+        yield bizmsg.Message(to=recipient(4), from_=sender.digits, template=listed)
+        for i in (5, 6):
+            yield bizmsg.Message(to=recipient(i), from_=sender.digits, template=keyed)
+            mapping["k"] = "2"
+
+    result = client.messages.send_many(items(), concurrency=1)
+    assert [o.status for o in result] == ["sent", "sent", "sent", "failed", "sent", "sent", "sent"]
+    assert "parameters[0]" in str(result.outcomes[3].error)
+    sent = {r["body"]["to"]: r["body"]["template"]["parameters"] for r in sandbox.sent_messages()}
+    assert [sent[recipient(i)] for i in (0, 1, 2, 4, 5, 6)] == [
+        '["a"]', '["b0"]', '["b1"]', '["ok"]', '{"k":"1"}', '{"k":"2"}']
+
+
+def test_a_bad_shared_template_fails_each_message_after_its_own_numbers(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    """A template refused once is refused for every message sharing it, and a message whose
+    number is wrong too reports the number, as a single send would."""
+    bad = {"name": "", "parameters": "p", "language": "en"}
+    items = [{"to": recipient(1), "from": sender.digits, "template": bad},
+             {"to": "12", "from": sender.digits, "template": bad},
+             {"to": recipient(2), "from": sender.digits, "template": bad}]
+    result = client.messages.send_many(items)
+    assert [o.status for o in result] == ["failed"] * 3
+    assert [o.error.field for o in result] == ["template.name", "to", "template.name"]
+    assert sandbox.sent_messages() == []
+
+
 def test_a_campaign_of_only_bad_items_sends_nothing(
     sandbox: Sandbox, client: bizmsg.Client
 ) -> None:

@@ -28,13 +28,22 @@ impl SendMessage {
         Ok(SendRequest::template(
             validate::phone_number("to", &self.to)?,
             validate::phone_number("from_", &self.from)?,
-            TemplateRequest {
-                name: validate::template_name(&self.template_name)?,
-                parameters: validate::parameters(&self.parameters)?,
-                language: validate::language(&self.language)?,
-            },
+            validate_template(&self.template_name, &self.parameters, &self.language)?,
         ))
     }
+}
+
+/// The template part of a send, checked and encoded as it goes on the wire.
+pub fn validate_template(
+    name: &str,
+    parameters: &Value,
+    language: &str,
+) -> Result<TemplateRequest> {
+    Ok(TemplateRequest {
+        name: validate::template_name(name)?,
+        parameters: validate::parameters(parameters)?,
+        language: validate::language(language)?,
+    })
 }
 
 /// What errors about a send's answer name.

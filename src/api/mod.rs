@@ -9,5 +9,5 @@ mod pages;
 
 pub use listing::{PageRequest, Pager};
 pub(crate) use messages::encode;
-pub use messages::{idempotency_key, SendMessage};
+pub use messages::{idempotency_key, validate_template, SendMessage};
 pub use pages::{PageStream, TaskScope};

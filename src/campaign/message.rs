@@ -9,7 +9,7 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::api::SendMessage;
 use crate::error::{Error, Result};
 use crate::validate;
-use crate::wire::SendRequest;
+use crate::wire::{SendRequest, TemplateRequest};
 
 /// One item of the input, converted by the caller (a binding) and handed to the engine.
 /// `payload` is whatever the caller wants back with the outcome (the Python object as given).
@@ -35,7 +35,24 @@ pub struct Prepared {
 impl Prepared {
     /// Validates `message` (the same checks as a single send) and the caller's key.
     pub fn new(message: &SendMessage, key: Option<String>) -> Result<Self> {
-        let request = message.validate()?;
+        Self::of(message.validate()?, key)
+    }
+
+    /// [`Prepared::new`] for a message whose template was validated already (a campaign's
+    /// messages usually share one): `template` is that validation's result. The numbers are
+    /// checked first, so the first error is the one a single send would report.
+    pub fn with_template(
+        to: &str,
+        from: &str,
+        template: Result<TemplateRequest>,
+        key: Option<String>,
+    ) -> Result<Self> {
+        let to = validate::phone_number("to", to)?;
+        let from = validate::phone_number("from_", from)?;
+        Self::of(SendRequest::template(to, from, template?), key)
+    }
+
+    fn of(request: SendRequest, key: Option<String>) -> Result<Self> {
         if let Some(key) = &key {
             validate::idempotency_key(key)?;
         }
@@ -126,6 +143,30 @@ mod tests {
             Some(a.fingerprint)
         );
         assert_eq!(a.recipient(), 8613800138000);
+    }
+
+    #[test]
+    fn a_shared_template_gives_the_same_message_and_the_same_first_error() {
+        let of = |m: &SendMessage| {
+            crate::api::validate_template(&m.template_name, &m.parameters, &m.language)
+        };
+        let one = message("+86 138 0013 8000", json!(["A"]));
+        let template = of(&one);
+        let shared = Prepared::with_template(&one.to, &one.from, template, None).unwrap();
+        let alone = Prepared::new(&one, None).unwrap();
+        assert_eq!(
+            (shared.body, shared.fingerprint),
+            (alone.body, alone.fingerprint)
+        );
+        let bad = message("12", json!([1]));
+        let bad_template = of(&bad);
+        assert!(bad_template.is_err());
+        let shared = Prepared::with_template(&bad.to, &bad.from, bad_template, None);
+        let alone = Prepared::new(&bad, None);
+        assert_eq!(
+            shared.map(|p| p.body).map_err(|e| e.to_string()),
+            alone.map(|p| p.body).map_err(|e| e.to_string())
+        );
     }
 
     #[test]

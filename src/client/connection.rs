@@ -314,10 +314,23 @@ impl Conn {
     ) -> std::result::Result<(Reply, bool), String> {
         let mut received = false;
         let mut interim = 0;
+        // Bytes of `input` already known to hold no blank line: a head that arrives in many
+        // small reads is parsed again only once its end may be there (else a server dripping
+        // bytes would make the parsing quadratic in the head's size).
+        let mut scanned = 0;
         let head = loop {
-            match http1::parse_head(&self.input, method) {
+            let parse = scanned == 0
+                || self.input.len() >= http1::MAX_HEAD
+                || http1::may_end_head(&self.input, scanned);
+            let parsed = if parse {
+                http1::parse_head(&self.input, method)
+            } else {
+                Ok(None)
+            };
+            match parsed {
                 Ok(Some(head)) => {
                     self.input.advance(head.len);
+                    scanned = 0;
                     if head.is_interim() {
                         interim += 1;
                         if interim > MAX_INTERIM {
@@ -330,6 +343,7 @@ impl Conn {
                     break head;
                 }
                 Ok(None) => {
+                    scanned = self.input.len();
                     if self.fill(READ_CHUNK).await? == 0 {
                         return Err(if received || !self.input.is_empty() {
                             "the connection was closed in the middle of the answer's head"

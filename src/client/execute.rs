@@ -140,19 +140,20 @@ impl Client {
             }
 
             let budget = attempt_budget(timeout, deadline);
+            let exchange = self.attempt(operation, request);
             let outcome = match budget {
                 Some(budget) if budget.is_zero() => Err(Error::Timeout(format!(
                     "the total timeout of {:.3}s elapsed",
                     timeout.total.unwrap_or_default().as_secs_f64()
                 ))),
-                Some(budget) => match tokio::time::timeout(budget, self.attempt(request)).await {
+                Some(budget) => match tokio::time::timeout(budget, exchange).await {
                     Ok(outcome) => outcome,
                     Err(_) => Err(Error::Timeout(format!(
                         "no complete answer within {:.3}s",
                         budget.as_secs_f64()
                     ))),
                 },
-                None => self.attempt(request).await,
+                None => exchange.await,
             };
 
             let (status, request_id) = match &outcome {
@@ -283,10 +284,9 @@ impl Client {
     /// One request and its answer: `(status, request id, body)` for a 2xx.
     async fn attempt(
         &self,
+        operation: &Operation,
         request: http::Request<OutgoingBody>,
     ) -> Result<(u16, Option<String>, Bytes)> {
-        let method = request.method().clone();
-        let url = request.uri().clone();
         let limit = self.shared.max_response_bytes;
         let Reply {
             status,
@@ -330,8 +330,8 @@ impl Client {
         }
         Err(Error::Api(Box::new(ApiError {
             status_code: status,
-            method: method.to_string(),
-            url: url.to_string(),
+            method: operation.method.to_string(),
+            url: operation.url.to_string(),
             message,
             body,
             request_id,

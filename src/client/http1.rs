@@ -63,6 +63,16 @@ pub(crate) enum Framing {
     UntilClose,
 }
 
+/// Whether a head's end (a blank line: `\n\n` or `\n\r\n`) may be in `buf` past the first
+/// `scanned` bytes, which held none (the few bytes before them are looked at again, as a blank
+/// line may straddle the two parts).
+pub(crate) fn may_end_head(buf: &[u8], scanned: usize) -> bool {
+    let fresh = buf.get(scanned.saturating_sub(2)..).unwrap_or_default();
+    fresh
+        .windows(2)
+        .any(|pair| pair == b"\n\n" || pair == b"\n\r")
+}
+
 /// What the client needs from an answer's head.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Head {
@@ -438,6 +448,19 @@ mod tests {
         assert!(head("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n").is_err());
         let interim = head("HTTP/1.1 100 Continue\r\n\r\n").ok().flatten();
         assert!(interim.is_some_and(|h| h.is_interim() && h.framing == Framing::Empty));
+    }
+
+    #[test]
+    fn a_head_end_is_found_across_two_reads() {
+        let whole = b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n";
+        // Whatever the last read brought (at least the head's last byte), the end is seen.
+        for scanned in 0..whole.len() {
+            assert!(may_end_head(whole, scanned), "missed after {scanned} bytes");
+        }
+        assert!(!may_end_head(b"HTTP/1.1 200 OK\r\nA: b\r", 0));
+        assert!(may_end_head(b"HTTP/1.1 200 OK\nA: b\n\n", 10));
+        // Not looked at: what was scanned before, beyond the two bytes kept.
+        assert!(!may_end_head(b"\n\nabcdef", 5));
     }
 
     #[test]

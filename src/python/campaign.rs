@@ -16,9 +16,10 @@ use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
 use super::runtime::{runtime, wait, Reply, Waited};
-use crate::api::SendMessage;
+use crate::api::validate_template;
 use crate::campaign::{not_a_message, Campaign, Event, Input, Outcome, Prepared, Status};
 use crate::error::Error;
+use crate::wire::TemplateRequest;
 
 type Run = Campaign<Py<PyAny>>;
 
@@ -114,6 +115,7 @@ impl CampaignRun {
         // An exception from the input is raised after the items pulled before it were handed
         // over: each of them gets its outcome.
         let mut raised = None;
+        let mut shared = None;
         while inputs.len() < limit {
             match iterator.next() {
                 Some(Err(error)) => {
@@ -124,7 +126,7 @@ impl CampaignRun {
                     let index = self.next_index.fetch_add(1, Ordering::Relaxed);
                     inputs.push(Input {
                         index,
-                        message: prepare(py, &item),
+                        message: prepare(py, &item, &mut shared),
                         payload: item.unbind(),
                     });
                 }
@@ -212,8 +214,97 @@ impl LockRun for Arc<tokio::sync::Mutex<Run>> {
     }
 }
 
-/// An input item as a validated message, or why it is not one.
-fn prepare<'py>(py: Python<'py>, item: &Bound<'py, PyAny>) -> Result<Prepared, Error> {
+/// The last template a `feed` validated, to reuse while the next items share it (a campaign's
+/// messages usually do): validating and encoding it again was a large part of the Python
+/// thread's work per message.
+struct SharedTemplate {
+    /// The template object and the three values read from it, all compared by identity.
+    template: Py<PyAny>,
+    parts: [Py<PyAny>; 3],
+    /// A shallow copy of parameters that are a list or a mapping, compared by value: the same
+    /// list object may have been changed in place since.
+    parameters_copy: Option<Py<PyAny>>,
+    validated: Result<TemplateRequest, Error>,
+}
+
+impl SharedTemplate {
+    fn new<'py>(py: Python<'py>, template: &Bound<'py, PyAny>, parts: TemplateParts<'py>) -> Self {
+        let (name, parameters, language) = parts;
+        let validated = (|| {
+            validate_template(
+                &text("template.name", &name)?,
+                &convert::py_to_value("template.parameters", &parameters)?,
+                &text("template.language", &language)?,
+            )
+        })();
+        // Text is immutable; a list or a mapping is copied, to be compared with next time.
+        let parameters_copy = if parameters.cast::<PyString>().is_ok() {
+            None
+        } else if let Ok(list) = parameters.cast::<PyList>() {
+            Some(list.get_slice(0, list.len()).into_any().unbind())
+        } else if let Ok(dict) = parameters.cast::<PyDict>() {
+            Some(
+                dict.copy()
+                    .map_or_else(|_| py.NotImplemented(), |copy| copy.into_any().unbind()),
+            )
+        } else {
+            // Anything else is never reused: NotImplemented equals no value read later.
+            Some(py.NotImplemented())
+        };
+        SharedTemplate {
+            template: template.clone().unbind(),
+            parts: [name.unbind(), parameters.unbind(), language.unbind()],
+            parameters_copy,
+            validated,
+        }
+    }
+
+    /// Whether `template`, with `parts` just read from it, is this one, unchanged.
+    fn matches<'py>(
+        &self,
+        py: Python<'py>,
+        template: &Bound<'py, PyAny>,
+        parts: &TemplateParts<'py>,
+    ) -> bool {
+        let (name, parameters, language) = parts;
+        let [cached_name, cached_parameters, cached_language] = &self.parts;
+        self.template.bind(py).is(template)
+            && cached_name.bind(py).is(name)
+            && cached_parameters.bind(py).is(parameters)
+            && cached_language.bind(py).is(language)
+            && self
+                .parameters_copy
+                .as_ref()
+                .is_none_or(|copy| copy.bind(py).eq(parameters).unwrap_or(false))
+    }
+}
+
+/// `template` validated, from `cache` when it is the template validated last, unchanged.
+fn shared_template<'py>(
+    cache: &mut Option<SharedTemplate>,
+    py: Python<'py>,
+    template: &Bound<'py, PyAny>,
+    parts: TemplateParts<'py>,
+) -> Result<TemplateRequest, Error> {
+    if let Some(shared) = cache
+        .as_ref()
+        .filter(|shared| shared.matches(py, template, &parts))
+    {
+        return shared.validated.clone();
+    }
+    let shared = SharedTemplate::new(py, template, parts);
+    let validated = shared.validated.clone();
+    *cache = Some(shared);
+    validated
+}
+
+/// An input item as a validated message, or why it is not one. `shared` carries the last
+/// template validated by this `feed`.
+fn prepare<'py>(
+    py: Python<'py>,
+    item: &Bound<'py, PyAny>,
+    shared: &mut Option<SharedTemplate>,
+) -> Result<Prepared, Error> {
     let classes = classes(py).map_err(|e| Error::Internal(e.to_string()))?;
     let field = |name: &Bound<'py, PyString>| item.getattr(name).ok();
     let (to, from, template, key) = if item.is_instance(classes.message.bind(py)).unwrap_or(false) {
@@ -245,19 +336,15 @@ fn prepare<'py>(py: Python<'py>, item: &Bound<'py, PyAny>) -> Result<Prepared, E
             .ok_or_else(|| Error::validation(field, "is missing"))
     };
     let template = required(template, "template")?;
-    let (name, parameters, language) = template_parts(py, &template)?;
-    let message = SendMessage {
-        to: text("to", &required(to, "to")?)?,
-        from: text("from_", &required(from, "from_")?)?,
-        template_name: text("template.name", &name)?,
-        parameters: convert::py_to_value("template.parameters", &parameters)?,
-        language: text("template.language", &language)?,
-    };
+    let parts = template_parts(py, &template)?;
+    let to = text("to", &required(to, "to")?)?;
+    let from = text("from_", &required(from, "from_")?)?;
     let key = match key.filter(|key| !key.is_none()) {
         Some(key) => Some(text("idempotency_key", &key)?),
         None => None,
     };
-    Prepared::new(&message, key)
+    let template = shared_template(shared, py, &template, parts);
+    Prepared::with_template(&to, &from, template, key)
 }
 
 /// A template's `(name, parameters, language)`, as given.
@@ -268,10 +355,12 @@ fn template_parts<'py>(
     py: Python<'py>,
     template: &Bound<'py, PyAny>,
 ) -> Result<TemplateParts<'py>, Error> {
+    // Asked once: a Mapping check of an object that is not a dict goes through the ABC.
+    let mapping = template.cast::<PyMapping>().ok();
     let part = |name: &Bound<'py, PyString>, field: &str| -> Result<Bound<'py, PyAny>, Error> {
-        let value = match template.cast::<PyMapping>() {
-            Ok(mapping) => mapping.get_item(name).ok(),
-            Err(_) => template.getattr(name).ok(),
+        let value = match &mapping {
+            Some(mapping) => mapping.get_item(name).ok(),
+            None => template.getattr(name).ok(),
         };
         value.ok_or_else(|| Error::validation(field, "is missing"))
     };
@@ -623,12 +712,13 @@ impl CampaignPlanner {
     fn feed(&self, py: Python<'_>, items: &Bound<'_, PyAny>, limit: usize) -> PyResult<usize> {
         let mut iterator = items.cast::<PyIterator>()?.clone();
         let mut taken = 0;
+        let mut shared = None;
         while taken < limit {
             let Some(item) = iterator.next() else { break };
             let item = item?;
             let input = Input {
                 index: self.next_index.fetch_add(1, Ordering::Relaxed),
-                message: prepare(py, &item),
+                message: prepare(py, &item, &mut shared),
                 payload: (),
             };
             self.with(py, |planner| planner.add(input))?;
