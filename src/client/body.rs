@@ -58,8 +58,9 @@ impl OutgoingBody {
 }
 
 impl OutgoingBody {
-    /// The bytes to write, for a transport that writes them itself: claims the body as
-    /// [`Body::poll_frame`] does. `Err` when the attempt was abandoned: nothing may be written.
+    /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned and
+    /// nothing may be written. The direct transport calls it before writing; reqwest, through
+    /// [`Body::poll_frame`].
     pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
         if let Some(watch) = &self.watch {
             let claimed =
@@ -93,14 +94,8 @@ impl Body for OutgoingBody {
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<std::result::Result<Frame<Bytes>, Abandoned>>> {
-        if let Some(watch) = &self.watch {
-            let claimed =
-                watch
-                    .0
-                    .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
-            if claimed == Err(ABANDONED) {
-                return Poll::Ready(Some(Err(Abandoned)));
-            }
+        if let Err(abandoned) = self.claim() {
+            return Poll::Ready(Some(Err(abandoned)));
         }
         Poll::Ready(self.data.take().map(|data| Ok(Frame::data(data))))
     }

@@ -220,6 +220,8 @@ const MAX_INTERIM: usize = 16;
 const ASK_THE_SOCKET_AFTER: Duration = Duration::from_millis(10);
 /// Room asked of the allocator for each read: an answer's head and a small body in one read.
 const READ_CHUNK: usize = 16 * 1024;
+/// The most room asked for at once, however long the body still to come.
+const MAX_RESERVE: usize = 64 * READ_CHUNK;
 /// A body up to this size is copied out of the read buffer, which then serves the next answer
 /// without a new allocation; a larger one is split off it without copying.
 const COPY_BELOW: usize = 4 * 1024;
@@ -421,7 +423,7 @@ impl Conn {
     /// Reads what is there into `input`, with room for at least `wanted` more bytes (up to
     /// [`READ_CHUNK`] at a time). `Ok(0)`: the server closed the connection.
     async fn fill(&mut self, wanted: usize) -> std::result::Result<usize, String> {
-        let wanted = wanted.clamp(1, READ_CHUNK.max(wanted.min(64 * READ_CHUNK)));
+        let wanted = wanted.clamp(1, MAX_RESERVE);
         if self.input.capacity() - self.input.len() < wanted.min(READ_CHUNK) {
             self.input.reserve(wanted.max(READ_CHUNK));
         }

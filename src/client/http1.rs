@@ -8,6 +8,8 @@
 //! `connection.rs`). Every function here is pure (bytes in, bytes or a decision out), so the
 //! framing rules are tested without a socket.
 
+use std::io::Write;
+
 use bytes::{Buf, BytesMut};
 use http::{HeaderMap, Method};
 
@@ -45,9 +47,8 @@ pub(crate) fn encode_request(
     // A GET or HEAD without a body says nothing; any other request states its length, even 0,
     // so the server never waits for a body that is not coming.
     if body_len > 0 || !(method == Method::GET || method == Method::HEAD) {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(body_len.to_string().as_bytes());
-        out.extend_from_slice(b"\r\n");
+        // Formatted straight into the buffer: no String per request (a Vec never fails a write).
+        let _ = write!(out, "content-length: {body_len}\r\n");
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -390,45 +391,59 @@ mod tests {
                 retry_after: Some("3".into()),
             })
         );
-        let framing = |text: &str| head(text).ok().flatten().map(|h| (h.framing, h.keep_alive));
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
-            Some((Framing::Chunked, true))
-        );
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
-            Some((Framing::UntilClose, false))
-        );
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n"),
-            Some((Framing::Chunked, false))
-        );
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\n\r\n"),
-            Some((Framing::UntilClose, false))
-        );
-        assert_eq!(
-            framing("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n"),
-            Some((Framing::Empty, true))
-        );
-        assert_eq!(
-            framing(
-                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, Close\r\n\r\n"
+        // (head, framing, reusable)
+        let cases = [
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Framing::Chunked,
+                true,
             ),
-            Some((Framing::Length(2), false))
-        );
-        assert_eq!(
-            framing("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n"),
-            Some((Framing::Length(2), false))
-        );
-        assert_eq!(
-            framing("HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"),
-            Some((Framing::Length(2), true))
-        );
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n"),
-            Some((Framing::Length(2), true))
-        );
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+                Framing::UntilClose,
+                false,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n",
+                Framing::Chunked,
+                false,
+            ),
+            ("HTTP/1.1 200 OK\r\n\r\n", Framing::UntilClose, false),
+            (
+                "HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n",
+                Framing::Empty,
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, Close\r\n\r\n",
+                Framing::Length(2),
+                false,
+            ),
+            (
+                "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n",
+                Framing::Length(2),
+                false,
+            ),
+            (
+                "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n",
+                Framing::Length(2),
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+                Framing::Length(2),
+                true,
+            ),
+            (
+                "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
+                Framing::Chunked,
+                false,
+            ),
+        ];
+        for (text, framing, reusable) in cases {
+            let parsed = head(text).ok().flatten().map(|h| (h.framing, h.keep_alive));
+            assert_eq!(parsed, Some((framing, reusable)), "{text:?}");
+        }
         assert_eq!(
             parse_head(
                 b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n",
@@ -438,12 +453,6 @@ mod tests {
             .flatten()
             .map(|h| h.framing),
             Some(Framing::Empty)
-        );
-        assert_eq!(
-            framing(
-                "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-            ),
-            Some((Framing::Chunked, false))
         );
         assert!(head("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n").is_err());
         let interim = head("HTTP/1.1 100 Continue\r\n\r\n").ok().flatten();

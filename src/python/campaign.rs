@@ -15,7 +15,7 @@ use super::args::{text, type_name};
 use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
-use super::runtime::{runtime, wait, Reply, Waited};
+use super::runtime::{runtime, wait, Reply};
 use crate::api::validate_template;
 use crate::campaign::{not_a_message, Campaign, Event, Input, Outcome, Prepared, Status};
 use crate::error::Error;
@@ -166,11 +166,8 @@ impl CampaignRun {
             return Ok(event);
         }
         let run = Arc::clone(&self.run);
-        match wait(py, async move { Ok(run.lock().await.next_event().await) }) {
-            Waited::Done(Ok(event)) => lock_delivery(&self.delivery).keep(py, event),
-            Waited::Done(Err(error)) => Err(to_py(py, error)),
-            Waited::Interrupted(interrupt) => Err(interrupt),
-        }
+        wait(py, async move { Ok(run.lock().await.next_event().await) })
+            .reply(|event| lock_delivery(&self.delivery).keep(py, event.map_err(|e| to_py(py, e))?))
     }
 
     /// Awaitable `wait`.
@@ -218,83 +215,78 @@ impl LockRun for Arc<tokio::sync::Mutex<Run>> {
 /// messages usually do): validating and encoding it again was a large part of the Python
 /// thread's work per message.
 struct SharedTemplate {
-    /// The template object and the three values read from it, all compared by identity.
-    template: Py<PyAny>,
+    /// The name, parameters and language read from the template, compared by identity.
     parts: [Py<PyAny>; 3],
-    /// A shallow copy of parameters that are a list or a mapping, compared by value: the same
-    /// list object may have been changed in place since.
-    parameters_copy: Option<Py<PyAny>>,
+    parameters: Kept,
     validated: Result<TemplateRequest, Error>,
 }
 
-impl SharedTemplate {
-    fn new<'py>(py: Python<'py>, template: &Bound<'py, PyAny>, parts: TemplateParts<'py>) -> Self {
-        let (name, parameters, language) = parts;
-        let validated = (|| {
-            validate_template(
-                &text("template.name", &name)?,
-                &convert::py_to_value("template.parameters", &parameters)?,
-                &text("template.language", &language)?,
-            )
-        })();
-        // Text is immutable; a list or a mapping is copied, to be compared with next time.
-        let parameters_copy = if parameters.cast::<PyString>().is_ok() {
-            None
-        } else if let Ok(list) = parameters.cast::<PyList>() {
-            Some(list.get_slice(0, list.len()).into_any().unbind())
-        } else if let Ok(dict) = parameters.cast::<PyDict>() {
-            Some(
-                dict.copy()
-                    .map_or_else(|_| py.NotImplemented(), |copy| copy.into_any().unbind()),
-            )
-        } else {
-            // Anything else is never reused: NotImplemented equals no value read later.
-            Some(py.NotImplemented())
-        };
-        SharedTemplate {
-            template: template.clone().unbind(),
-            parts: [name.unbind(), parameters.unbind(), language.unbind()],
-            parameters_copy,
-            validated,
-        }
-    }
+/// How parameters read when the template was validated are compared with a later read, beyond
+/// being the same object.
+enum Kept {
+    /// Text: immutable, identity is enough.
+    Text,
+    /// A shallow copy of a list or a dict, compared by value: the same object may have been
+    /// changed in place since.
+    Copy(Py<PyAny>),
+}
 
-    /// Whether `template`, with `parts` just read from it, is this one, unchanged.
-    fn matches<'py>(
-        &self,
-        py: Python<'py>,
-        template: &Bound<'py, PyAny>,
-        parts: &TemplateParts<'py>,
-    ) -> bool {
-        let (name, parameters, language) = parts;
-        let [cached_name, cached_parameters, cached_language] = &self.parts;
-        self.template.bind(py).is(template)
-            && cached_name.bind(py).is(name)
-            && cached_parameters.bind(py).is(parameters)
-            && cached_language.bind(py).is(language)
-            && self
-                .parameters_copy
-                .as_ref()
-                .is_none_or(|copy| copy.bind(py).eq(parameters).unwrap_or(false))
+impl Kept {
+    /// `None` for parameters of another type, whose validation is never reused.
+    fn of(parameters: &Bound<'_, PyAny>) -> Option<Self> {
+        if parameters.cast::<PyString>().is_ok() {
+            Some(Kept::Text)
+        } else if let Ok(list) = parameters.cast::<PyList>() {
+            Some(Kept::Copy(
+                list.get_slice(0, list.len()).into_any().unbind(),
+            ))
+        } else if let Ok(dict) = parameters.cast::<PyDict>() {
+            dict.copy()
+                .ok()
+                .map(|copy| Kept::Copy(copy.into_any().unbind()))
+        } else {
+            None
+        }
     }
 }
 
-/// `template` validated, from `cache` when it is the template validated last, unchanged.
-fn shared_template<'py>(
+impl SharedTemplate {
+    /// Whether `parts`, just read from a template, are the ones validated, unchanged.
+    fn matches(&self, py: Python<'_>, parts: &TemplateParts<'_>) -> bool {
+        let (name, parameters, language) = parts;
+        let [cached_name, cached_parameters, cached_language] = &self.parts;
+        cached_name.bind(py).is(name)
+            && cached_parameters.bind(py).is(parameters)
+            && cached_language.bind(py).is(language)
+            && match &self.parameters {
+                Kept::Text => true,
+                Kept::Copy(copy) => copy.bind(py).eq(parameters).unwrap_or(false),
+            }
+    }
+}
+
+/// The template made of `parts` validated, from `cache` when it holds these parts unchanged.
+fn shared_template(
     cache: &mut Option<SharedTemplate>,
-    py: Python<'py>,
-    template: &Bound<'py, PyAny>,
-    parts: TemplateParts<'py>,
+    py: Python<'_>,
+    parts: TemplateParts<'_>,
 ) -> Result<TemplateRequest, Error> {
-    if let Some(shared) = cache
-        .as_ref()
-        .filter(|shared| shared.matches(py, template, &parts))
-    {
+    if let Some(shared) = cache.as_ref().filter(|shared| shared.matches(py, &parts)) {
         return shared.validated.clone();
     }
-    let shared = SharedTemplate::new(py, template, parts);
-    let validated = shared.validated.clone();
-    *cache = Some(shared);
+    let (name, parameters, language) = parts;
+    let validated = (|| {
+        validate_template(
+            &text("template.name", &name)?,
+            &convert::py_to_value("template.parameters", &parameters)?,
+            &text("template.language", &language)?,
+        )
+    })();
+    *cache = Kept::of(&parameters).map(|kept| SharedTemplate {
+        parts: [name.unbind(), parameters.unbind(), language.unbind()],
+        parameters: kept,
+        validated: validated.clone(),
+    });
     validated
 }
 
@@ -343,7 +335,7 @@ fn prepare<'py>(
         Some(key) => Some(text("idempotency_key", &key)?),
         None => None,
     };
-    let template = shared_template(shared, py, &template, parts);
+    let template = shared_template(shared, py, parts);
     Prepared::with_template(&to, &from, template, key)
 }
 

@@ -279,21 +279,15 @@ impl NativeClient {
             list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
         match (kind, raw) {
-            (_, true) => match wait(py, self.client.list_raw(kind.pager(), page, &call)) {
-                Waited::Done(result) => raw_page_reply(py, result),
-                Waited::Interrupted(interrupt) => Err(interrupt),
-            },
+            (_, true) => wait(py, self.client.list_raw(kind.pager(), page, &call))
+                .reply(|result| raw_page_reply(py, result)),
             (Listing::BusinessAccounts, false) => {
-                match wait(py, self.client.list_business_accounts(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, PageKind::Sync),
-                    Waited::Interrupted(interrupt) => Err(interrupt),
-                }
+                wait(py, self.client.list_business_accounts(page, &call))
+                    .reply(|result| page_reply(py, result, PageKind::Sync))
             }
             (Listing::BusinessPhoneNumbers, false) => {
-                match wait(py, self.client.list_business_phone_numbers(page, &call)) {
-                    Waited::Done(result) => page_reply(py, result, PageKind::Sync),
-                    Waited::Interrupted(interrupt) => Err(interrupt),
-                }
+                wait(py, self.client.list_business_phone_numbers(page, &call))
+                    .reply(|result| page_reply(py, result, PageKind::Sync))
             }
         }
     }
@@ -437,13 +431,10 @@ impl NativeClient {
         let (options, call) =
             plan_args(rate_limit, pace, dedupe, timeout, max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
-        match wait(py, async move { Directory::fetch(&client, &call).await }) {
-            Waited::Done(directory) => {
-                let directory = directory.map_err(|e| to_py(py, e))?;
-                Ok(CampaignPlanner::new(Planner::new(options, directory)))
-            }
-            Waited::Interrupted(interrupt) => Err(interrupt),
-        }
+        wait(py, async move { Directory::fetch(&client, &call).await }).reply(|directory| {
+            let directory = directory.map_err(|e| to_py(py, e))?;
+            Ok(CampaignPlanner::new(Planner::new(options, directory)))
+        })
     }
 
     /// Awaitable `planner`.

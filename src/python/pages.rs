@@ -10,7 +10,7 @@ use super::completion::awaitable;
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
-use super::runtime::{catch_panics, wait_shared, BizmsgRuntime, Reply, Waited};
+use super::runtime::{catch_panics, wait_shared, BizmsgRuntime, Reply};
 use crate::api::{PageStream, TaskScope};
 use crate::client::Response;
 use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page};
@@ -93,11 +93,7 @@ impl NativePageStream {
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let stream = Arc::clone(&self.stream);
         let next = wait_shared(py, async move { Ok(stream.lock().await.next(None).await) });
-        match next {
-            Waited::Done(Ok(next)) => next.into_py(py, PageKind::Sync),
-            Waited::Done(Err(error)) => Err(to_py(py, error)),
-            Waited::Interrupted(interrupt) => Err(interrupt),
-        }
+        next.reply(|next| next.map_err(|e| to_py(py, e))?.into_py(py, PageKind::Sync))
     }
 
     /// Awaitable `next`.

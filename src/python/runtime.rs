@@ -122,6 +122,16 @@ pub(crate) enum Waited<T> {
     Interrupted(PyErr),
 }
 
+impl<T> Waited<T> {
+    /// The reply `f` makes of the call's result, or the exception a signal handler raised.
+    pub(crate) fn reply<R>(self, f: impl FnOnce(crate::Result<T>) -> PyResult<R>) -> PyResult<R> {
+        match self {
+            Waited::Done(result) => f(result),
+            Waited::Interrupted(interrupt) => Err(interrupt),
+        }
+    }
+}
+
 thread_local! {
     /// The calling thread's runtime for sync calls, and the pid it was made in.
     static LOCAL_RUNTIME: RefCell<Option<(u32, Runtime)>> = const { RefCell::new(None) };
