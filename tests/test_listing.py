@@ -319,3 +319,46 @@ async def test_raw_async_list_returns_items_the_models_would_refuse(
     body = {"data": [{"bizAccountId": [1]}], "total": 1}
     sandbox.inject("business_accounts", status=200, body=json.dumps(body))
     assert await aclient.business_accounts.list(raw=True) == body
+
+
+@pytest.mark.parametrize("body, says", [
+    ("[]", r"expected a JSON object \(page\) from GET /v1/chat/businessPhoneNumber"),
+    ('"text"', r"expected a JSON object \(page\)"),
+    ("not json", r"did not answer JSON: expected ident at line 1 column 2 \(in a page\)"),
+    ('{"data": [], "total": 1} trailing', r"trailing characters at line 1 column 26"),
+    ('{"data": [{"a": }]}', r"expected value at line 1 column 17 \(in a JSON object\)"),
+    ('{"data": {}}', r"page data is not an array"),
+    ('{"data": [{"x": 1}, 2]}', r"page data holds something that is not a JSON object"),
+    ('{"data": [{"x": 1}], "data": [1]}', r"not a JSON object"),
+    ('{"d\\u0061ta": [1]}', r"not a JSON object"),
+])
+def test_a_raw_list_that_is_not_a_page_says_why(
+    sandbox: Sandbox, client: bizmsg.Client, body: str, says: str
+) -> None:
+    """``raw=True`` builds the dict first and checks the envelope on it; a body that is not a
+    page gets the same located explanation as before, when it is asked for."""
+    sandbox.inject("business_phone_numbers", status=200, body=body)
+    with pytest.raises(bizmsg.DecodeError, match=says):
+        client.business_phone_numbers.list(raw=True, max_retries=0)
+
+
+def test_a_raw_list_reads_repeated_keys_as_json_loads_does(
+    sandbox: Sandbox, client: bizmsg.Client
+) -> None:
+    """A key given twice counts once, the last time, as in ``json.loads``: the envelope is
+    checked on the dict that is returned."""
+    body = '{"data": [7], "total": 1, "data": [{"x": 1}], "total": 2}'
+    sandbox.inject("business_phone_numbers", status=200, body=body)
+    assert client.business_phone_numbers.list(raw=True) == json.loads(body)
+    assert json.loads(body) == {"data": [{"x": 1}], "total": 2}
+
+
+async def test_async_raw_list_errors_and_values_match_sync(
+    sandbox: Sandbox, aclient: bizmsg.AsyncClient
+) -> None:
+    sandbox.inject("business_phone_numbers", status=200, body='{"data": [1]}')
+    with pytest.raises(bizmsg.DecodeError, match="not a JSON object"):
+        await aclient.business_phone_numbers.list(raw=True, max_retries=0)
+    body = '{"data": null, "pages": "3", "extra": {"k": [1, 2.5, null]}}'
+    sandbox.inject("business_phone_numbers", status=200, body=body)
+    assert await aclient.business_phone_numbers.list(raw=True) == json.loads(body)

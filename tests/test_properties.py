@@ -665,3 +665,44 @@ def test_template_round_trip(name: str, parameters: str, language: str) -> None:
     template = bizmsg.Template.from_dict(wire)
     assert same_json(template.to_dict(), wire)
     assert pickle.loads(pickle.dumps(template)) == template
+
+
+# --- raw listings ------------------------------------------------------------------------------
+
+
+def is_page_envelope(body: Any) -> bool:
+    """The envelope rule of ``raw=True``: an object whose ``data``, when present and not null, is
+    a list of objects (counts are never refused)."""
+    if not isinstance(body, dict):
+        return False
+    data = body.get("data")
+    return data is None or (isinstance(data, list) and all(isinstance(i, dict) for i in data))
+
+
+RAW_PAGES = st.fixed_dictionaries(
+    {"data": st.none() | st.lists(st.dictionaries(TEXT, ANY_JSON, max_size=4), max_size=4)},
+    optional={"total": ANY_JSON, "size": ANY_JSON, "current": ANY_JSON, "pages": ANY_JSON,
+              "extra": ANY_JSON},
+)
+
+
+@settings(max_examples=150)
+@given(body=st.one_of(RAW_PAGES, ANY_JSON,
+                      RAW_PAGES.map(lambda page: {**page, "data": [1, *(page["data"] or [])]})),
+       ensure_ascii=st.booleans())
+def test_a_raw_list_is_what_json_loads_reads_when_it_is_a_page(
+    module_sandbox: Sandbox, mclient: bizmsg.Client, body: Any, ensure_ascii: bool
+) -> None:
+    """``raw=True`` builds the dict in one pass over the body, then checks the envelope: for
+    any JSON answer, it returns exactly what ``json.loads`` reads (key order, integers beyond
+    64 bits, floats, unicode) when that is a page, and a DecodeError otherwise."""
+    text = json.dumps(body, ensure_ascii=ensure_ascii)
+    module_sandbox.clear_faults()
+    module_sandbox.inject("business_phone_numbers", status=200, body=text)
+    event(f"page={is_page_envelope(body)}")
+    if is_page_envelope(body):
+        assert same_json(mclient.business_phone_numbers.list(raw=True, max_retries=0),
+                         json.loads(text))
+    else:
+        with pytest.raises(bizmsg.DecodeError):
+            mclient.business_phone_numbers.list(raw=True, max_retries=0)

@@ -105,6 +105,14 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
         again: bizmsg.SendResult = bizmsg.SendResult.from_dict(as_dict)
         seen.append(str(again == changed))
 
+        message = bizmsg.Message(to="8613800138000", from_=sender, template=template)
+        keyed: bizmsg.Message = dataclasses.replace(message, idempotency_key="k-1")
+        message_to: str = keyed.to
+        message_key: str | None = keyed.idempotency_key
+        message_template: bizmsg.Template = keyed.template
+        outcome_statuses: list[str] = [o.status for o in client.messages.send_many([keyed])]
+        seen.append(f"{message_to} {message_key} {message_template.name} {outcome_statuses}")
+
         match result:
             case bizmsg.SendResult(code="0", sms_id=str() as matched):
                 seen.append(matched)

@@ -26,7 +26,7 @@ from collections.abc import (
     Mapping,
     Sized,
 )
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
 
@@ -52,8 +52,13 @@ __all__ = [
 STATUSES = ("sent", "rejected", "unknown", "failed", "skipped")
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+# The fields live in a Rust object (``MessageFields``) that the constructor fills in one call and
+# the campaign reads directly: a campaign makes a message per row, and a frozen dataclass's own
+# __init__ (one object.__setattr__ per field) was a large part of its cost. The dataclass
+# decorator still gives Message its fields, repr, equality, hash, match_args and frozenness, so
+# dataclasses.fields/replace/asdict work as on any frozen dataclass.
+@dataclass(frozen=True, init=False)
+class Message(_native.MessageFields):
     """One message of a campaign: ``template`` from the business number ``from_`` to ``to``.
 
     Unlike :class:`Template`, a message is not checked when it is made: a bad phone number is
@@ -61,10 +66,20 @@ class Message:
     row never stops a campaign. ``idempotency_key`` replaces the key bizmsg would give it.
     """
 
+    __slots__ = ()
+
     to: str
     from_: str
     template: Template
-    idempotency_key: str | None = None
+    # No `= None` here: a class attribute would hide the stored field. The default is the
+    # constructor's, and is recorded on the field below.
+    idempotency_key: str | None
+
+
+# The fields' defaults are the constructor's (the decorator took the inherited descriptors for
+# defaults), so dataclasses.fields() describes Message as before.
+for _name, _field in Message.__dataclass_fields__.items():
+    _field.default = None if _name == "idempotency_key" else MISSING
 
 
 #: What ``send_many`` takes per message: a :class:`Message`, or a mapping with ``to``, ``from``
@@ -526,16 +541,18 @@ def send_many(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
 
 
 class _Ready:
-    """The outcomes a ``send_many_iter`` has received and not yet yielded. By index: a batch
-    handed out again (an interruption before it was acknowledged) is yielded once."""
+    """The batches of outcomes a ``send_many_iter`` has received and not yet yielded. By event
+    sequence: a batch handed out again (an interruption before it was acknowledged) has the
+    same, and is yielded once. (Keyed per batch, in one store, so an interruption cannot leave
+    a batch half recorded; nothing is done per outcome.)"""
 
     def __init__(self, collector: _Collector) -> None:
         self.collector = collector
-        self.outcomes: dict[int, SendOutcome] = {}
+        self.batches: dict[int, list[SendOutcome]] = {}
 
     def deliver(self, sequence: int, batch: list[SendOutcome]) -> None:
         self.collector.outcomes_arrived(sequence, batch)
-        self.outcomes.update(zip(map(_BY_INDEX, batch), batch))
+        self.batches[sequence] = batch
 
 
 def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
@@ -546,15 +563,16 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
     steps = drive(run, messages, collector, ready.deliver)
     try:
         for _ in steps:
-            for outcome in ready.outcomes.values():
-                try:
-                    yield outcome
-                except KeyboardInterrupt as exc:
-                    # Thrown in (``.throw()``) by a consumer interrupted while it handled an
-                    # outcome, as the CLI does: the campaign stops taking messages, as for a
-                    # Ctrl-C during its wait, and the outcomes still to come are yielded.
-                    collector.interrupted(exc, run)
-            ready.outcomes.clear()
+            for batch in ready.batches.values():
+                for outcome in batch:
+                    try:
+                        yield outcome
+                    except KeyboardInterrupt as exc:
+                        # Thrown in (``.throw()``) by a consumer interrupted while it handled an
+                        # outcome, as the CLI does: the campaign stops taking messages, as for a
+                        # Ctrl-C during its wait, and the outcomes still to come are yielded.
+                        collector.interrupted(exc, run)
+            ready.batches.clear()
     finally:
         if collector.done is None:
             # The consumer stopped early (break, an exception): stop taking messages and let
@@ -651,9 +669,10 @@ async def asend_many_iter(run: _native.CampaignRun,
     steps = adrive(run, messages, collector, ready.deliver)
     try:
         async for _ in steps:
-            for outcome in ready.outcomes.values():
-                yield outcome
-            ready.outcomes.clear()
+            for batch in ready.batches.values():
+                for outcome in batch:
+                    yield outcome
+            ready.batches.clear()
     finally:
         if collector.done is None:
             run.stop(False)

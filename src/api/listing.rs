@@ -2,7 +2,7 @@
 
 use http::Method;
 
-use crate::client::{CallOptions, Client, Operation, Response};
+use crate::client::{Answer, CallOptions, Client, Operation, Response};
 use crate::error::{Error, Result};
 use crate::validate;
 use crate::wire::{FromWire, Page, RawObject};
@@ -42,12 +42,46 @@ impl Client {
         self.list_page(pager, page, call).await
     }
 
+    /// One page of either listing as the body received, not read at all: for a caller that
+    /// builds its own objects from the JSON in one pass (the Python `raw=True`), and asks
+    /// [`UnreadPage::check`] for the error only when the body is not a page.
+    pub async fn list_unread(
+        &self,
+        pager: Pager,
+        page: PageRequest,
+        call: &CallOptions,
+    ) -> Result<Response<UnreadPage>> {
+        let (answer, source) = self.fetch_page(pager, page, call).await?;
+        Ok(Response {
+            value: UnreadPage {
+                body: answer.body,
+                requested: (page.page_no, page.page_size),
+                source,
+            },
+            meta: answer.meta,
+        })
+    }
+
     pub(crate) async fn list_page<T: FromWire>(
         &self,
         pager: Pager,
         page: PageRequest,
         call: &CallOptions,
     ) -> Result<Response<Page<T>>> {
+        let (answer, source) = self.fetch_page(pager, page, call).await?;
+        Ok(Response {
+            value: Page::from_answer(answer.body, (page.page_no, page.page_size), &source)?,
+            meta: answer.meta,
+        })
+    }
+
+    /// The answer to a page request, and the request as errors name it (`GET /v1/...`).
+    async fn fetch_page(
+        &self,
+        pager: Pager,
+        page: PageRequest,
+        call: &CallOptions,
+    ) -> Result<(Answer, String)> {
         let endpoint = match pager {
             Pager::BusinessAccounts => &self.endpoints().business_accounts,
             Pager::BusinessPhoneNumbers => &self.endpoints().business_phone_numbers,
@@ -69,10 +103,24 @@ impl Client {
                 call,
             )
             .await?;
-        let source = format!("GET {}", endpoint.path());
-        Ok(Response {
-            value: Page::from_answer(answer.body, (page.page_no, page.page_size), &source)?,
-            meta: answer.meta,
-        })
+        Ok((answer, format!("GET {}", endpoint.path())))
+    }
+}
+
+/// A page's body as received (see [`Client::list_unread`]).
+#[derive(Debug, Clone)]
+pub struct UnreadPage {
+    pub body: bytes::Bytes,
+    /// `(page_no, page_size)` asked for.
+    pub requested: (i64, i64),
+    /// The request, as errors name it (`GET /v1/...`).
+    pub source: String,
+}
+
+impl UnreadPage {
+    /// The body read as a page of unread items: the error a listing reports for a body that is
+    /// not a page (not JSON, not an object, `data` not a list of objects).
+    pub fn check(&self) -> Result<Page<RawObject>> {
+        Page::from_answer(self.body.clone(), self.requested, &self.source)
     }
 }

@@ -7,7 +7,7 @@ mod listing;
 mod messages;
 mod pages;
 
-pub use listing::{PageRequest, Pager};
+pub use listing::{PageRequest, Pager, UnreadPage};
 pub(crate) use messages::encode;
 pub use messages::{idempotency_key, validate_template, SendMessage};
 pub use pages::{PageStream, TaskScope};

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::journal::{Journal, Row, State};
 use super::keys::{retry_key, KeySource};
-use super::message::{Fingerprint, Input, Prepared};
+use super::message::{Fingerprint, FingerprintMap, Input, Prepared};
 use super::outcome::{Outcome, Status};
 use super::pacing::{Limiter, Pacer};
 use super::platform::{advice, Advice};
@@ -291,7 +291,7 @@ struct Engine<P> {
     directory: Option<Directory>,
     verdicts: HashMap<String, Verdict>,
     recipients: HashMap<String, Recipients>,
-    seen: HashMap<Fingerprint, u64>,
+    seen: FingerprintMap<u64>,
     ready: VecDeque<Ready<P>>,
     /// How many messages at the front of `ready` are marked in the journal.
     marked: usize,
@@ -401,7 +401,7 @@ impl<P: Send + 'static> Engine<P> {
             directory,
             verdicts: HashMap::new(),
             recipients: HashMap::new(),
-            seen: HashMap::new(),
+            seen: FingerprintMap::default(),
             ready: VecDeque::new(),
             marked: 0,
             inflight: FuturesUnordered::new(),

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::message::{Fingerprint, Input};
+use super::message::{FingerprintMap, Input};
 use super::senders::{verdict, Directory, Verdict};
 use crate::error::Error;
 
@@ -77,7 +77,7 @@ pub struct Planner {
     invalid: Vec<(u64, Error)>,
     duplicate_count: u64,
     duplicates: Vec<(u64, u64)>,
-    seen: HashMap<Fingerprint, u64>,
+    seen: FingerprintMap<u64>,
     /// Per sender: messages that would be sent.
     per_sender: HashMap<String, u64>,
     /// Per account: distinct recipients.
@@ -97,7 +97,7 @@ impl Planner {
             invalid: Vec::new(),
             duplicate_count: 0,
             duplicates: Vec::new(),
-            seen: HashMap::new(),
+            seen: FingerprintMap::default(),
             per_sender: HashMap::new(),
             recipients: HashMap::new(),
             sends: HashMap::new(),

@@ -238,11 +238,12 @@ impl Conn {
     /// and the next send's outcome would be unknown for nothing. One used moments ago (a
     /// campaign's, between two of its sends) is asked through tokio's readiness, which costs
     /// no system call: servers close idle connections after seconds, not microseconds.
-    pub(crate) fn is_open(&mut self) -> bool {
+    /// `idle_for` is how long it has been idle (the pool measured it already).
+    pub(crate) fn is_open(&mut self, idle_for: Duration) -> bool {
         if !self.input.is_empty() {
             return false;
         }
-        let recent = self.idle_since.elapsed() < ASK_THE_SOCKET_AFTER;
+        let recent = idle_for < ASK_THE_SOCKET_AFTER;
         // Over TLS this read comes first whatever the age: rustls may hold decrypted bytes, or
         // a close_notify, that a peek at the socket cannot see.
         if recent || matches!(self.stream, Stream::Tls(_)) {

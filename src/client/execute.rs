@@ -112,6 +112,7 @@ impl Client {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
             }
+            // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
             // Only a body is watched: a request without one (a GET) is a read, retried anyway.
             let (body, watch) = match &operation.body {
@@ -139,8 +140,10 @@ impl Client {
                 headers.insert(name.clone(), value.clone());
             }
 
-            let budget = attempt_budget(timeout, deadline);
-            let exchange = self.attempt(operation, request);
+            let budget = attempt_budget(timeout, deadline, attempt_started);
+            // Boxed: an attempt's future is the largest part of a call's, and every caller's
+            // future (a send, a campaign's message) would embed it, and copy it at each move.
+            let exchange = Box::pin(self.attempt(operation, request));
             let outcome = match budget {
                 Some(budget) if budget.is_zero() => Err(Error::Timeout(format!(
                     "the total timeout of {:.3}s elapsed",
@@ -343,8 +346,12 @@ impl Client {
 /// How long the next attempt may take: `read` when set, never past the overall deadline.
 /// `None`: unbounded. (Connecting, when the pool has no idle connection, happens inside the
 /// attempt and is bounded by `connect` as well.)
-fn attempt_budget(timeout: super::Timeout, deadline: Option<Instant>) -> Option<Duration> {
-    let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+fn attempt_budget(
+    timeout: super::Timeout,
+    deadline: Option<Instant>,
+    now: Instant,
+) -> Option<Duration> {
+    let remaining = deadline.map(|d| d.saturating_duration_since(now));
     match (timeout.read, remaining) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -27,7 +27,7 @@ pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
 pub use execute::error_body;
-pub(crate) use execute::{Operation, SendContext};
+pub(crate) use execute::{Answer, Operation, SendContext};
 
 use crate::error::{Error, Result};
 

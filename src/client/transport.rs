@@ -283,7 +283,8 @@ async fn send_direct(
 fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
     idle.with(|list| {
         while let Some(mut conn) = list.pop() {
-            if conn.idle_since.elapsed() < IDLE_TIMEOUT && conn.is_open() {
+            let idle_for = conn.idle_since.elapsed();
+            if idle_for < IDLE_TIMEOUT && conn.is_open(idle_for) {
                 return Some(conn);
             }
         }

@@ -15,6 +15,7 @@ use super::args::{text, type_name};
 use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
+use super::message::MessageFields;
 use super::runtime::{runtime, wait, Reply};
 use crate::api::validate_template;
 use crate::campaign::{not_a_message, Campaign, Event, Input, Outcome, Prepared, Status};
@@ -219,6 +220,9 @@ struct SharedTemplate {
     parts: [Py<PyAny>; 3],
     parameters: Kept,
     validated: Result<TemplateRequest, Error>,
+    /// The `bizmsg.Template` the parts were read from. It is frozen, so while the next items
+    /// carry this very object its parts are these, and reading them again is skipped.
+    template: Option<Py<PyAny>>,
 }
 
 /// How parameters read when the template was validated are compared with a later read, beyond
@@ -232,6 +236,14 @@ enum Kept {
 }
 
 impl Kept {
+    /// Whether `parameters`, the object kept from, still equals what was kept.
+    fn unchanged(&self, py: Python<'_>, parameters: &Bound<'_, PyAny>) -> bool {
+        match self {
+            Kept::Text => true,
+            Kept::Copy(copy) => copy.bind(py).eq(parameters).unwrap_or(false),
+        }
+    }
+
     /// `None` for parameters of another type, whose validation is never reused.
     fn of(parameters: &Bound<'_, PyAny>) -> Option<Self> {
         if parameters.cast::<PyString>().is_ok() {
@@ -251,6 +263,18 @@ impl Kept {
 }
 
 impl SharedTemplate {
+    /// The validation to reuse when `template` is the `Template` validated last, with its
+    /// parameters unchanged; `None` when its parts must be read.
+    fn reused_for(
+        &self,
+        py: Python<'_>,
+        template: &Bound<'_, PyAny>,
+    ) -> Option<Result<TemplateRequest, Error>> {
+        let same = self.template.as_ref()?.bind(py).is(template)
+            && self.parameters.unchanged(py, self.parts[1].bind(py));
+        same.then(|| self.validated.clone())
+    }
+
     /// Whether `parts`, just read from a template, are the ones validated, unchanged.
     fn matches(&self, py: Python<'_>, parts: &TemplateParts<'_>) -> bool {
         let (name, parameters, language) = parts;
@@ -258,10 +282,7 @@ impl SharedTemplate {
         cached_name.bind(py).is(name)
             && cached_parameters.bind(py).is(parameters)
             && cached_language.bind(py).is(language)
-            && match &self.parameters {
-                Kept::Text => true,
-                Kept::Copy(copy) => copy.bind(py).eq(parameters).unwrap_or(false),
-            }
+            && self.parameters.unchanged(py, parameters)
     }
 }
 
@@ -269,6 +290,7 @@ impl SharedTemplate {
 fn shared_template(
     cache: &mut Option<SharedTemplate>,
     py: Python<'_>,
+    template: &Bound<'_, PyAny>,
     parts: TemplateParts<'_>,
 ) -> Result<TemplateRequest, Error> {
     if let Some(shared) = cache.as_ref().filter(|shared| shared.matches(py, &parts)) {
@@ -286,8 +308,20 @@ fn shared_template(
         parts: [name.unbind(), parameters.unbind(), language.unbind()],
         parameters: kept,
         validated: validated.clone(),
+        template: is_template(py, template).then(|| template.clone().unbind()),
     });
     validated
+}
+
+static TEMPLATE_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Whether `object` is exactly a `bizmsg.Template` (a subclass could make its parts change).
+fn is_template(py: Python<'_>, object: &Bound<'_, PyAny>) -> bool {
+    TEMPLATE_CLASS
+        .get_or_try_init(py, || -> PyResult<_> {
+            Ok(py.import("bizmsg.models")?.getattr("Template")?.unbind())
+        })
+        .is_ok_and(|class| object.get_type().is(class.bind(py)))
 }
 
 /// An input item as a validated message, or why it is not one. `shared` carries the last
@@ -297,14 +331,14 @@ fn prepare<'py>(
     item: &Bound<'py, PyAny>,
     shared: &mut Option<SharedTemplate>,
 ) -> Result<Prepared, Error> {
-    let classes = classes(py).map_err(|e| Error::Internal(e.to_string()))?;
-    let field = |name: &Bound<'py, PyString>| item.getattr(name).ok();
-    let (to, from, template, key) = if item.is_instance(classes.message.bind(py)).unwrap_or(false) {
+    let (to, from, template, key) = if let Ok(message) = item.cast::<MessageFields>() {
+        // A `Message`: its fields are read from the Rust object, not through `getattr`.
+        let fields = message.get();
         (
-            field(intern!(py, "to")),
-            field(intern!(py, "from_")),
-            field(intern!(py, "template")),
-            field(intern!(py, "idempotency_key")),
+            Some(fields.to.bind(py).clone()),
+            Some(fields.from.bind(py).clone()),
+            Some(fields.template.bind(py).clone()),
+            Some(fields.idempotency_key.bind(py).clone()),
         )
     } else if let Ok(mapping) = item.cast::<PyMapping>() {
         let get = |name: &str| mapping.get_item(name).ok();
@@ -328,14 +362,26 @@ fn prepare<'py>(
             .ok_or_else(|| Error::validation(field, "is missing"))
     };
     let template = required(template, "template")?;
-    let parts = template_parts(py, &template)?;
+    let reused = shared
+        .as_ref()
+        .and_then(|shared| shared.reused_for(py, &template));
+    let parts = match reused {
+        Some(_) => None,
+        None => Some(template_parts(py, &template)?),
+    };
     let to = text("to", &required(to, "to")?)?;
     let from = text("from_", &required(from, "from_")?)?;
     let key = match key.filter(|key| !key.is_none()) {
         Some(key) => Some(text("idempotency_key", &key)?),
         None => None,
     };
-    let template = shared_template(shared, py, parts);
+    let template = match (reused, parts) {
+        (Some(validated), _) => validated,
+        (None, Some(parts)) => shared_template(shared, py, &template, parts),
+        (None, None) => Err(Error::Internal(
+            "a template neither reused nor read".to_owned(),
+        )),
+    };
     Prepared::with_template(&to, &from, template, key)
 }
 
@@ -361,20 +407,6 @@ fn template_parts<'py>(
         part(intern!(py, "parameters"), "template.parameters")?,
         part(intern!(py, "language"), "template.language")?,
     ))
-}
-
-struct Classes {
-    message: Py<PyAny>,
-}
-
-static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
-
-fn classes(py: Python<'_>) -> PyResult<&Classes> {
-    CLASSES.get_or_try_init(py, || {
-        Ok(Classes {
-            message: py.import("bizmsg._campaign")?.getattr("Message")?.unbind(),
-        })
-    })
 }
 
 /// An event as `(kind, value)` Python objects; `None` after the campaign is done.
@@ -457,8 +489,16 @@ impl SendOutcome {
 
     /// `"sent"`, `"rejected"`, `"unknown"`, `"failed"` or `"skipped"`.
     #[getter]
-    fn status(&self) -> &'static str {
-        self.outcome.status.as_str()
+    fn status<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        // Interned: counting a batch's statuses then hashes five strings, not one per outcome.
+        let status = match self.outcome.status {
+            Status::Sent => intern!(py, "sent"),
+            Status::Rejected => intern!(py, "rejected"),
+            Status::Unknown => intern!(py, "unknown"),
+            Status::Failed => intern!(py, "failed"),
+            Status::Skipped => intern!(py, "skipped"),
+        };
+        status.clone()
     }
 
     /// True only when the message was sent (committed by the service).

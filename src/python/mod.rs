@@ -7,6 +7,7 @@ mod client;
 mod completion;
 mod convert;
 mod errors;
+mod message;
 mod pages;
 mod runtime;
 mod sandbox;
@@ -86,6 +87,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<client::Listing>()?;
     module.add_class::<campaign::CampaignRun>()?;
     module.add_class::<campaign::SendOutcome>()?;
+    module.add_class::<message::MessageFields>()?;
     module.add_function(wrap_pyfunction!(campaign::restore_send_outcome, module)?)?;
     module.add_class::<campaign::CampaignPlanner>()?;
     module.add_function(wrap_pyfunction!(has_next_page, module)?)?;

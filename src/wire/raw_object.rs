@@ -10,7 +10,7 @@ use super::FromWire;
 pub struct RawObject(pub RawJson);
 
 impl FromWire for RawObject {
-    const NAME: &'static str = "item";
+    const NAME: &'static str = "JSON object";
 
     fn read(reader: &mut Reader<'_>) -> crate::Result<Self> {
         let start = reader.start(Self::NAME)?;
