@@ -324,6 +324,17 @@ def test_on_result_is_called_with_each_batch_on_the_calling_thread(
     assert result.counts["sent"] == 1000
 
 
+def test_send_many_iter_yields_every_outcome_even_if_on_result_empties_its_list(
+    client: bizmsg.Client, sender: Number
+) -> None:
+    """``on_result`` gets the batch's list to keep: what it does with it does not change what
+    ``send_many_iter`` yields (regression: outcomes were taken from the list after
+    ``on_result`` had it, so a sink that cleared it made them vanish)."""
+    seen = list(client.messages.send_many_iter(messages(sender.digits, 600),
+                                               on_result=lambda batch: batch.clear()))
+    assert sorted(o.index for o in seen) == list(range(600))
+
+
 def test_on_result_also_works_with_send_many_iter(client: bizmsg.Client, sender: Number) -> None:
     total = 0
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import inspect
 import pickle
+import weakref
 from typing import Any
 
 import pytest
@@ -161,3 +163,46 @@ def test_a_campaign_takes_subclasses_and_reports_bad_fields_per_message(
     keys = {r["body"]["to"]: r["headers"].get("idempotency-key")
             for r in sandbox.sent_messages()}
     assert keys[recipient(2)] == "chosen-key"
+
+
+@dataclasses.dataclass(frozen=True)
+class WithRow(bizmsg.Message):
+    """A subclass as users write them: a frozen dataclass adding a field (its own __init__)."""
+
+    row: int = 0
+
+
+def test_a_dataclass_subclass_with_fields_of_its_own_works_as_before(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    made = WithRow(recipient(1), sender.digits, TEMPLATE, row=7)
+    assert (made.to, made.from_, made.template, made.idempotency_key, made.row) == (
+        recipient(1), sender.digits, TEMPLATE, None, 7)
+    assert [f.name for f in dataclasses.fields(made)] == [*FIELDS, "row"]
+    assert made == WithRow(recipient(1), sender.digits, TEMPLATE, None, 7)
+    assert made != make(to=recipient(1), from_=sender.digits)
+    assert repr(made).startswith("WithRow(to=") and repr(made).endswith("row=7)")
+    assert dataclasses.replace(made, row=8).row == 8
+    assert pickle.loads(pickle.dumps(made)) == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.row = 9  # type: ignore[misc]
+    with pytest.raises(TypeError, match="colour"):
+        WithRow(recipient(1), sender.digits, TEMPLATE, row=1, colour="red")  # type: ignore[call-arg]
+    result = client.messages.send_many([made, WithRow(recipient(2), sender.digits, TEMPLATE)])
+    assert [(o.status, o.message.row) for o in result] == [("sent", 7), ("sent", 0)]
+
+
+def test_a_message_in_a_reference_cycle_is_collected() -> None:
+    """The fields are visible to Python's cycle collector (a template dict may refer back to
+    the message it is in)."""
+    class Probe:
+        pass
+
+    template: dict[str, Any] = {"name": "n", "parameters": "p", "language": "en",
+                                "probe": Probe()}
+    message = bizmsg.Message("8613800000001", "15550001111", template)  # type: ignore[arg-type]
+    template["message"] = message
+    watch = weakref.ref(template["probe"])
+    del message, template
+    gc.collect()
+    assert watch() is None

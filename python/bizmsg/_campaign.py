@@ -26,7 +26,7 @@ from collections.abc import (
     Mapping,
     Sized,
 )
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
 
@@ -74,6 +74,38 @@ class Message(_native.MessageFields):
     # No `= None` here: a class attribute would hide the stored field. The default is the
     # constructor's, and is recorded on the field below.
     idempotency_key: str | None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Every dataclass field, set again on a blank instance, as a frozen dataclass's own
+        # pickling does: a subclass's fields come back too.
+        return (_restore, (type(self), [getattr(self, f.name) for f in fields(self)]))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass may be a dataclass with fields of its own, whose generated __init__ takes
+        # them all and sets each one: it is made blank first, whatever the arguments.
+        cls.__new__ = _new_subclass  # type: ignore[method-assign, assignment]
+
+
+def _restore(cls: type[Message], values: list[Any]) -> Message:
+    """A pickled (or copied) message: its fields, in the order of ``dataclasses.fields``."""
+    message = _blank(cls)
+    for field_, value in zip(fields(cls), values):
+        object.__setattr__(message, field_.name, value)
+    return message
+
+
+def _new_subclass(cls: type[Message], *args: Any, **kwargs: Any) -> Message:
+    if cls.__init__ is object.__init__:
+        # No __init__ of its own: the arguments are Message's.
+        return _native.MessageFields.__new__(cls, *args, **kwargs)
+    return _blank(cls)
+
+
+def _blank(cls: type[Message]) -> Message:
+    """An instance of ``cls`` whose fields are None, for the caller to set."""
+    nothing: Any = None
+    return _native.MessageFields.__new__(cls, nothing, nothing, nothing)
 
 
 # The fields' defaults are the constructor's (the decorator took the inherited descriptors for
@@ -548,11 +580,13 @@ class _Ready:
 
     def __init__(self, collector: _Collector) -> None:
         self.collector = collector
-        self.batches: dict[int, list[SendOutcome]] = {}
+        self.batches: dict[int, tuple[SendOutcome, ...]] = {}
 
     def deliver(self, sequence: int, batch: list[SendOutcome]) -> None:
+        # Copied before on_result is given the list: it may keep or change it.
+        kept = tuple(batch)
         self.collector.outcomes_arrived(sequence, batch)
-        self.batches[sequence] = batch
+        self.batches[sequence] = kept
 
 
 def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,

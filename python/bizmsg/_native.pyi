@@ -7,7 +7,7 @@ errors are raised as the classes of :mod:`bizmsg.errors`.
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, final
 
-from typing_extensions import Self, disjoint_base
+from typing_extensions import Self
 
 from .errors import BizmsgError
 from .models import AsyncPage, Page, SendResult, Template
@@ -318,7 +318,6 @@ class CampaignRun:
     def stop(self, abandon: bool) -> None:
         """Stops taking messages; ``abandon`` also stops waiting for those in flight."""
 
-@disjoint_base
 class MessageFields:
     """The fields of a ``bizmsg.Message``, held by a Rust object (the class ``Message`` is a
     frozen dataclass built on it): unchecked when made, read by a campaign without ``getattr``.
@@ -335,8 +334,6 @@ class MessageFields:
         template: Template,
         idempotency_key: str | None = None,
     ) -> Self: ...
-    def __reduce__(self) -> tuple[type[Self], tuple[Any, Any, Any, Any]]:
-        """Pickles (and copies) as a call of the class with the four fields."""
 
 @final
 class SendOutcome:

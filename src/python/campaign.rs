@@ -331,9 +331,12 @@ fn prepare<'py>(
     item: &Bound<'py, PyAny>,
     shared: &mut Option<SharedTemplate>,
 ) -> Result<Prepared, Error> {
-    let (to, from, template, key) = if let Ok(message) = item.cast::<MessageFields>() {
+    let message = item
+        .cast::<MessageFields>()
+        .ok()
+        .and_then(|message| message.try_borrow().ok());
+    let (to, from, template, key) = if let Some(fields) = message {
         // A `Message`: its fields are read from the Rust object, not through `getattr`.
-        let fields = message.get();
         (
             Some(fields.to.bind(py).clone()),
             Some(fields.from.bind(py).clone()),

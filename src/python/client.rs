@@ -589,20 +589,26 @@ fn raw_page_reply(
 ) -> PyResult<Py<PyAny>> {
     let response = result.map_err(|e| to_py(py, e))?;
     let page = &response.value;
-    if let Ok(object) = convert::json_to_py(py, &page.body) {
-        if convert::is_page_envelope(&object) {
-            return Ok(object.unbind());
+    let built = convert::json_to_py(py, &page.body);
+    if let Ok(object) = &built {
+        if convert::is_page_envelope(object) {
+            return Ok(object.clone().unbind());
         }
     }
-    let error = match page.check() {
-        Err(error) => error,
-        // Not reached for a body jiter reads: both checks ask the same of the envelope.
-        Ok(_) => Error::Decode {
-            message: format!("{} did not answer a page", page.source),
-            snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(&page.body), 200),
-        },
-    };
-    Err(to_py(py, error))
+    match (page.check(), built) {
+        (Err(error), _) => Err(to_py(py, error)),
+        // The check skips over items without reading them, so it passes a few bodies that
+        // cannot be built (text that is not UTF-8, an item nested too deep): jiter says why.
+        (Ok(_), Err(error)) => Err(error),
+        // Not reached: with the body built, both ask the same of the envelope.
+        (Ok(_), Ok(_)) => Err(to_py(
+            py,
+            Error::Decode {
+                message: format!("{} did not answer a page", page.source),
+                snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(&page.body), 200),
+            },
+        )),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

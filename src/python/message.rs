@@ -9,18 +9,27 @@
 //! and read by the feed straight from the Rust object.
 
 use pyo3::prelude::*;
-use pyo3::types::PyType;
-
-/// `(to, from_, template, idempotency_key)`, as given.
-type FieldValues = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+use pyo3::{PyTraverseError, PyVisit};
 
 /// The fields of a `bizmsg.Message`, unchecked (a bad number is the message's `failed`
 /// outcome, reported when the campaign reaches it, never an exception when it is made).
-#[pyclass(frozen, subclass, name = "MessageFields", module = "bizmsg._native")]
+///
+/// The fields can be set (`object.__setattr__`, as a dataclass's generated `__init__` does for
+/// a subclass of `Message` with fields of its own); `Message` itself refuses assignment with
+/// `FrozenInstanceError`, as any frozen dataclass does.
+#[pyclass(subclass, name = "MessageFields", module = "bizmsg._native")]
 pub(crate) struct MessageFields {
+    /// The recipient's phone number.
+    #[pyo3(get, set)]
     pub(crate) to: Py<PyAny>,
+    /// The business phone number the message is sent from.
+    #[pyo3(get, set, name = "from_")]
     pub(crate) from: Py<PyAny>,
+    /// The template to send: a `Template`, or a mapping with its name, parameters, language.
+    #[pyo3(get, set)]
     pub(crate) template: Py<PyAny>,
+    /// The `Idempotency-Key` to send with, instead of the one bizmsg would give; or `None`.
+    #[pyo3(get, set)]
     pub(crate) idempotency_key: Py<PyAny>,
 }
 
@@ -43,42 +52,22 @@ impl MessageFields {
         }
     }
 
-    /// The recipient's phone number.
-    #[getter]
-    fn to(&self, py: Python<'_>) -> Py<PyAny> {
-        self.to.clone_ref(py)
+    /// The fields, for Python's cycle collector: a template (or any value) may refer back to
+    /// the message.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.to)?;
+        visit.call(&self.from)?;
+        visit.call(&self.template)?;
+        visit.call(&self.idempotency_key)
     }
 
-    /// The business phone number the message is sent from.
-    #[getter]
-    fn from_(&self, py: Python<'_>) -> Py<PyAny> {
-        self.from.clone_ref(py)
-    }
-
-    /// The template to send: a `Template`, or a mapping with its name, parameters, language.
-    #[getter]
-    fn template(&self, py: Python<'_>) -> Py<PyAny> {
-        self.template.clone_ref(py)
-    }
-
-    /// The `Idempotency-Key` to send with, instead of the one bizmsg would give; or `None`.
-    #[getter]
-    fn idempotency_key(&self, py: Python<'_>) -> Py<PyAny> {
-        self.idempotency_key.clone_ref(py)
-    }
-
-    /// Pickles (and copies) as a call of the class with the four fields.
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyType>, FieldValues) {
-        let py = slf.py();
-        let fields = slf.get();
-        (
-            slf.get_type(),
-            (
-                fields.to.clone_ref(py),
-                fields.from.clone_ref(py),
-                fields.template.clone_ref(py),
-                fields.idempotency_key.clone_ref(py),
-            ),
-        )
+    fn __clear__(&mut self) {
+        Python::attach(|py| {
+            let none = || py.None();
+            self.to = none();
+            self.from = none();
+            self.template = none();
+            self.idempotency_key = none();
+        });
     }
 }
