@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
+use http::HeaderValue;
 use http_body::Body;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -23,8 +24,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::body::{Abandoned, OutgoingBody};
+use super::body::Abandoned;
 use super::http1::{self, Chunked, Framing, Malformed};
+use super::request::Outgoing;
 use crate::error::{Error, Result};
 
 /// A TCP stream, or one wrapped in TLS.
@@ -211,7 +213,7 @@ pub(crate) struct Failed {
     pub(crate) error: Error,
     /// Not one byte of the request was written (the server had closed the connection): the
     /// request can go on another connection.
-    pub(crate) returned: Option<http::Request<OutgoingBody>>,
+    pub(crate) returned: Option<Outgoing>,
 }
 
 /// Interim (1xx) answers accepted before the real one; a server that sends more is broken.
@@ -272,27 +274,25 @@ impl Conn {
     /// it). `Ok(reusable)` tells whether the connection may take another request.
     pub(crate) async fn exchange(
         &mut self,
-        request: http::Request<OutgoingBody>,
+        request: Outgoing,
+        host: &HeaderValue,
         limit: u64,
     ) -> std::result::Result<(Reply, bool), Failed> {
         let broken = |error: String| Failed {
             error: Error::ConnectionBroken(error),
             returned: None,
         };
-        let method = request.method().clone();
+        let method = request.method.clone();
         self.output.clear();
-        let target = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |target| target.as_str());
-        let Ok(data) = request.body().claim() else {
+        let Ok(data) = request.body.claim() else {
             return Err(broken(Abandoned.to_string()));
         };
         http1::encode_request(
             &mut self.output,
             &method,
-            target,
-            request.headers(),
+            request.target(),
+            &request.headers,
+            host,
             data.len(),
         );
         self.output.extend_from_slice(data);

@@ -5,12 +5,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderValue, Method, Uri};
+use http::{HeaderName, HeaderValue, Method, Uri};
 use serde_json::Value;
 
 use super::body::OutgoingBody;
 use super::connection::Reply;
 use super::meta::Meta;
+use super::request::Outgoing;
 use super::retry::{is_retryable, parse_retry_after};
 use super::Client;
 use crate::error::{ApiBody, ApiError, Error, Result, UnknownOutcome};
@@ -77,6 +78,7 @@ pub(crate) struct Answer {
 }
 
 static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 impl Client {
     pub(crate) async fn execute(
@@ -122,23 +124,30 @@ impl Client {
                 }
                 None => (OutgoingBody::empty(), None),
             };
-            let mut request = http::Request::new(body);
-            *request.method_mut() = operation.method.clone();
-            *request.uri_mut() = operation.url.clone();
-            let headers = request.headers_mut();
-            headers.reserve(5 + self.options.headers.len());
-            headers.insert(AUTHORIZATION, authorization.clone());
-            headers.insert(ACCEPT, APPLICATION_JSON.clone());
-            headers.insert(USER_AGENT, self.shared.user_agent.clone());
+            let mut headers = Vec::with_capacity(5 + self.options.headers.len());
+            headers.push((AUTHORIZATION, authorization.clone()));
+            headers.push((ACCEPT, APPLICATION_JSON.clone()));
+            headers.push((USER_AGENT, self.shared.user_agent.clone()));
             if operation.body.is_some() {
-                headers.insert(CONTENT_TYPE, APPLICATION_JSON.clone());
+                headers.push((CONTENT_TYPE, APPLICATION_JSON.clone()));
             }
             if let Some(key) = &idempotency_key {
-                headers.insert("idempotency-key", key.clone());
+                headers.push((IDEMPOTENCY_KEY.clone(), key.clone()));
             }
+            // The client's own headers; one of ours with the same name (accept, user-agent:
+            // the others are refused as options) takes its value, in its place.
             for (name, value) in &self.options.headers {
-                headers.insert(name.clone(), value.clone());
+                match headers.iter_mut().find(|(ours, _)| ours == name) {
+                    Some(ours) => ours.1 = value.clone(),
+                    None => headers.push((name.clone(), value.clone())),
+                }
             }
+            let request = Outgoing {
+                method: operation.method.clone(),
+                url: operation.url.clone(),
+                headers,
+                body,
+            };
 
             let budget = attempt_budget(timeout, deadline, attempt_started);
             // Boxed: an attempt's future is the largest part of a call's, and every caller's
@@ -288,7 +297,7 @@ impl Client {
     async fn attempt(
         &self,
         operation: &Operation,
-        request: http::Request<OutgoingBody>,
+        request: Outgoing,
     ) -> Result<(u16, Option<String>, Bytes)> {
         let limit = self.shared.max_response_bytes;
         let Reply {

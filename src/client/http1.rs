@@ -11,7 +11,7 @@
 use std::io::Write;
 
 use bytes::{Buf, BytesMut};
-use http::{HeaderMap, Method};
+use http::{HeaderName, HeaderValue, Method};
 
 /// The largest answer head accepted (status line and headers); a longer one is refused rather
 /// than buffered without end.
@@ -19,13 +19,15 @@ pub(crate) const MAX_HEAD: usize = 256 * 1024;
 /// Headers in one answer head (hyper's default too); more is refused.
 const MAX_HEADERS: usize = 100;
 
-/// Appends `method target HTTP/1.1`, `headers` and the body's framing to `out`. Framing
-/// headers in `headers` are skipped: the client owns them (they are refused as options too).
+/// Appends `method target HTTP/1.1`, `headers`, `host` and the body's framing to `out`.
+/// Framing and host headers in `headers` are skipped: the client owns them (they are refused
+/// as options too).
 pub(crate) fn encode_request(
     out: &mut Vec<u8>,
     method: &Method,
     target: &str,
-    headers: &HeaderMap,
+    headers: &[(HeaderName, HeaderValue)],
+    host: &HeaderValue,
     body_len: usize,
 ) {
     out.extend_from_slice(method.as_str().as_bytes());
@@ -36,20 +38,26 @@ pub(crate) fn encode_request(
         if name == http::header::CONTENT_LENGTH
             || name == http::header::TRANSFER_ENCODING
             || name == http::header::CONNECTION
+            || name == http::header::HOST
         {
             continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        header_line(out, name.as_str(), value);
     }
+    header_line(out, http::header::HOST.as_str(), host);
     // A GET or HEAD without a body says nothing; any other request states its length, even 0,
     // so the server never waits for a body that is not coming.
     if body_len > 0 || !(method == Method::GET || method == Method::HEAD) {
         // Formatted straight into the buffer: no String per request (a Vec never fails a write).
         let _ = write!(out, "content-length: {body_len}\r\n");
     }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header_line(out: &mut Vec<u8>, name: &str, value: &HeaderValue) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 
@@ -358,21 +366,27 @@ mod tests {
 
     #[test]
     fn a_request_is_written_with_its_length() {
-        let mut headers = HeaderMap::new();
-        headers.insert("host", HeaderValue::from_static("example.com"));
-        headers.insert("content-length", HeaderValue::from_static("99"));
+        let host = HeaderValue::from_static("example.com");
+        let headers = [
+            (http::header::ACCEPT, HeaderValue::from_static("*/*")),
+            (http::header::HOST, HeaderValue::from_static("elsewhere")),
+            (http::header::CONTENT_LENGTH, HeaderValue::from_static("99")),
+        ];
         let mut out = Vec::new();
-        encode_request(&mut out, &Method::POST, "/v1/x?a=1", &headers, 2);
+        encode_request(&mut out, &Method::POST, "/v1/x?a=1", &headers, &host, 2);
         assert_eq!(
             out,
-            b"POST /v1/x?a=1 HTTP/1.1\r\nhost: example.com\r\ncontent-length: 2\r\n\r\n"
+            b"POST /v1/x?a=1 HTTP/1.1\r\naccept: */*\r\nhost: example.com\r\ncontent-length: 2\r\n\r\n"
         );
         out.clear();
-        encode_request(&mut out, &Method::GET, "/", &HeaderMap::new(), 0);
-        assert_eq!(out, b"GET / HTTP/1.1\r\n\r\n");
+        encode_request(&mut out, &Method::GET, "/", &[], &host, 0);
+        assert_eq!(out, b"GET / HTTP/1.1\r\nhost: example.com\r\n\r\n");
         out.clear();
-        encode_request(&mut out, &Method::DELETE, "/", &HeaderMap::new(), 0);
-        assert_eq!(out, b"DELETE / HTTP/1.1\r\ncontent-length: 0\r\n\r\n");
+        encode_request(&mut out, &Method::DELETE, "/", &[], &host, 0);
+        assert_eq!(
+            out,
+            b"DELETE / HTTP/1.1\r\nhost: example.com\r\ncontent-length: 0\r\n\r\n"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod gate;
 pub(crate) mod http1;
 mod meta;
 mod pool;
+mod request;
 mod retry;
 mod tls;
 mod token;

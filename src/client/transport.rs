@@ -14,13 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::HOST;
 use http::HeaderValue;
 
-use super::body::OutgoingBody;
 use super::config::{ClientConfig, Verify};
 use super::connection::{chain, read_limited, Conn, Connector, Reply};
 use super::pool::PerRuntime;
+use super::request::Outgoing;
 use super::tls;
 use crate::error::{Error, Result};
 
@@ -136,11 +135,7 @@ impl Transport {
 
     /// Sends `request` (with an absolute URI) and reads its answer, at most `limit` bytes of
     /// body.
-    pub(crate) async fn send(
-        &self,
-        request: http::Request<OutgoingBody>,
-        limit: u64,
-    ) -> Result<Reply> {
+    pub(crate) async fn send(&self, request: Outgoing, limit: u64) -> Result<Reply> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
@@ -231,14 +226,9 @@ async fn send_direct(
     connector: &Connector,
     host: &HeaderValue,
     idle: &PerRuntime<Conn>,
-    mut request: http::Request<OutgoingBody>,
+    mut request: Outgoing,
     limit: u64,
 ) -> Result<Reply> {
-    // Origin form (`/v1/...?...`) on the wire, as HTTP/1.1 servers expect from a client.
-    if let Some(path) = request.uri().path_and_query().cloned() {
-        *request.uri_mut() = http::Uri::from(path);
-    }
-    request.headers_mut().insert(HOST, host.clone());
     loop {
         let (mut conn, reused) = match checkout(idle) {
             Some(conn) => (conn, true),
@@ -249,7 +239,7 @@ async fn send_direct(
                 (connecting.await?, false)
             }
         };
-        match conn.exchange(request, limit).await {
+        match conn.exchange(request, host, limit).await {
             Ok((reply, reusable)) => {
                 if reusable {
                     conn.idle_since = Instant::now();
@@ -292,12 +282,8 @@ fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
     })
 }
 
-async fn send_proxied(
-    client: &reqwest::Client,
-    request: http::Request<OutgoingBody>,
-    limit: u64,
-) -> Result<Reply> {
-    let request = reqwest::Request::try_from(request.map(reqwest::Body::wrap))
+async fn send_proxied(client: &reqwest::Client, request: Outgoing, limit: u64) -> Result<Reply> {
+    let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
         .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
     let response = client.execute(request).await.map_err(reqwest_error)?;
     let response = http::Response::<reqwest::Body>::from(response);

@@ -1,0 +1,46 @@
+//! A request as the transports take it: what the attempt loop builds once per attempt.
+//!
+//! A plain list of header lines rather than an `http::Request` and its `HeaderMap`: the direct
+//! transport only writes the lines out, in order, so the map's hashing and its two allocations
+//! per request bought nothing (a campaign builds one request per message). The proxied
+//! transport makes its `http::Request` from this one.
+
+use http::{HeaderName, HeaderValue, Method, Uri};
+
+use super::body::OutgoingBody;
+use crate::error::{Error, Result};
+
+pub(crate) struct Outgoing {
+    pub(crate) method: Method,
+    /// Absolute (`http://host:port/v1/...?...`).
+    pub(crate) url: Uri,
+    /// In the order they are written; each name once. `host` and the body's framing are the
+    /// transport's to add.
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) body: OutgoingBody,
+}
+
+impl Outgoing {
+    /// The request line's target: the path and query (origin form, as HTTP/1.1 servers expect
+    /// from a client that is not talking to a proxy).
+    pub(crate) fn target(&self) -> &str {
+        self.url
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str)
+    }
+
+    /// The same request as an `http::Request`, for a client that takes one (reqwest).
+    pub(crate) fn into_http(self) -> Result<http::Request<OutgoingBody>> {
+        let mut request = http::Request::new(self.body);
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.url;
+        let headers = request.headers_mut();
+        headers.reserve(self.headers.len());
+        for (name, value) in self.headers {
+            if headers.insert(name, value).is_some() {
+                return Err(Error::Internal("a header was given twice".to_owned()));
+            }
+        }
+        Ok(request)
+    }
+}
