@@ -365,12 +365,12 @@ fn prepare<'py>(
             .ok_or_else(|| Error::validation(field, "is missing"))
     };
     let template = required(template, "template")?;
-    let reused = shared
+    let source = match shared
         .as_ref()
-        .and_then(|shared| shared.reused_for(py, &template));
-    let parts = match reused {
-        Some(_) => None,
-        None => Some(template_parts(py, &template)?),
+        .and_then(|shared| shared.reused_for(py, &template))
+    {
+        Some(validated) => TemplateSource::Reused(validated),
+        None => TemplateSource::Read(template_parts(py, &template)?),
     };
     let to = text("to", &required(to, "to")?)?;
     let from = text("from_", &required(from, "from_")?)?;
@@ -378,14 +378,18 @@ fn prepare<'py>(
         Some(key) => Some(text("idempotency_key", &key)?),
         None => None,
     };
-    let template = match (reused, parts) {
-        (Some(validated), _) => validated,
-        (None, Some(parts)) => shared_template(shared, py, &template, parts),
-        (None, None) => Err(Error::Internal(
-            "a template neither reused nor read".to_owned(),
-        )),
+    let template = match source {
+        TemplateSource::Reused(validated) => validated,
+        TemplateSource::Read(parts) => shared_template(shared, py, &template, parts),
     };
     Prepared::with_template(&to, &from, template, key)
+}
+
+/// Where a message's template comes from: the validation of the same `Template` just before
+/// it, or its parts, read to be validated (or matched with the last ones).
+enum TemplateSource<'py> {
+    Reused(Result<TemplateRequest, Error>),
+    Read(TemplateParts<'py>),
 }
 
 /// A template's `(name, parameters, language)`, as given.
