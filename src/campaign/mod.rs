@@ -21,7 +21,7 @@ mod senders;
 
 pub use engine::{Campaign, Event, Options, Stop, Stopper, Summary, Warning};
 pub use keys::KeySource;
-pub use message::{not_a_message, Fingerprint, Input, Prepared};
+pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};
 pub use plan::{AccountPlan, Plan, PlanOptions, Planner, SenderPlan};
 pub use senders::{tier_limit, Directory};

@@ -18,9 +18,10 @@ use super::errors::to_py;
 use super::message::MessageFields;
 use super::runtime::{runtime, wait, Reply};
 use crate::api::validate_template;
-use crate::campaign::{not_a_message, Campaign, Event, Input, Outcome, Prepared, Status};
+use crate::campaign::{
+    not_a_message, Campaign, EncodedTemplate, Event, Input, Outcome, Prepared, Status,
+};
 use crate::error::Error;
-use crate::wire::TemplateRequest;
 
 type Run = Campaign<Py<PyAny>>;
 
@@ -219,7 +220,7 @@ struct SharedTemplate {
     /// The name, parameters and language read from the template, compared by identity.
     parts: [Py<PyAny>; 3],
     parameters: Kept,
-    validated: Result<TemplateRequest, Error>,
+    validated: Result<EncodedTemplate, Error>,
     /// The `bizmsg.Template` the parts were read from. It is frozen, so while the next items
     /// carry this very object its parts are these, and reading them again is skipped.
     template: Option<Py<PyAny>>,
@@ -269,7 +270,7 @@ impl SharedTemplate {
         &self,
         py: Python<'_>,
         template: &Bound<'_, PyAny>,
-    ) -> Option<Result<TemplateRequest, Error>> {
+    ) -> Option<Result<EncodedTemplate, Error>> {
         let same = self.template.as_ref()?.bind(py).is(template)
             && self.parameters.unchanged(py, self.parts[1].bind(py));
         same.then(|| self.validated.clone())
@@ -292,17 +293,17 @@ fn shared_template(
     py: Python<'_>,
     template: &Bound<'_, PyAny>,
     parts: TemplateParts<'_>,
-) -> Result<TemplateRequest, Error> {
+) -> Result<EncodedTemplate, Error> {
     if let Some(shared) = cache.as_ref().filter(|shared| shared.matches(py, &parts)) {
         return shared.validated.clone();
     }
     let (name, parameters, language) = parts;
     let validated = (|| {
-        validate_template(
+        EncodedTemplate::new(validate_template(
             &text("template.name", &name)?,
             &convert::py_to_value("template.parameters", &parameters)?,
             &text("template.language", &language)?,
-        )
+        )?)
     })();
     *cache = Kept::of(&parameters).map(|kept| SharedTemplate {
         parts: [name.unbind(), parameters.unbind(), language.unbind()],
@@ -388,7 +389,7 @@ fn prepare<'py>(
 /// Where a message's template comes from: the validation of the same `Template` just before
 /// it, or its parts, read to be validated (or matched with the last ones).
 enum TemplateSource<'py> {
-    Reused(Result<TemplateRequest, Error>),
+    Reused(Result<EncodedTemplate, Error>),
     Read(TemplateParts<'py>),
 }
 
