@@ -31,17 +31,6 @@ pub enum Pager {
 }
 
 impl Client {
-    /// One page of either listing with its items left as the JSON they were (see
-    /// [`RawObject`]): the envelope is checked, the items' fields are not decoded.
-    pub async fn list_raw(
-        &self,
-        pager: Pager,
-        page: PageRequest,
-        call: &CallOptions,
-    ) -> Result<Response<Page<RawObject>>> {
-        self.list_page(pager, page, call).await
-    }
-
     /// One page of either listing as the body received, not read at all: for a caller that
     /// builds its own objects from the JSON in one pass (the Python `raw=True`), and asks
     /// [`UnreadPage::check`] for the error only when the body is not a page.
@@ -51,12 +40,12 @@ impl Client {
         page: PageRequest,
         call: &CallOptions,
     ) -> Result<Response<UnreadPage>> {
-        let (answer, source) = self.fetch_page(pager, page, call).await?;
+        let (answer, endpoint) = self.fetch_page(pager, page, call).await?;
         Ok(Response {
             value: UnreadPage {
                 body: answer.body,
                 requested: (page.page_no, page.page_size),
-                source,
+                endpoint: endpoint.clone(),
             },
             meta: answer.meta,
         })
@@ -68,20 +57,24 @@ impl Client {
         page: PageRequest,
         call: &CallOptions,
     ) -> Result<Response<Page<T>>> {
-        let (answer, source) = self.fetch_page(pager, page, call).await?;
+        let (answer, endpoint) = self.fetch_page(pager, page, call).await?;
         Ok(Response {
-            value: Page::from_answer(answer.body, (page.page_no, page.page_size), &source)?,
+            value: Page::from_answer(
+                answer.body,
+                (page.page_no, page.page_size),
+                &source(endpoint),
+            )?,
             meta: answer.meta,
         })
     }
 
-    /// The answer to a page request, and the request as errors name it (`GET /v1/...`).
+    /// The answer to a page request, and the endpoint asked.
     async fn fetch_page(
         &self,
         pager: Pager,
         page: PageRequest,
         call: &CallOptions,
-    ) -> Result<(Answer, String)> {
+    ) -> Result<(Answer, &http::Uri)> {
         let endpoint = match pager {
             Pager::BusinessAccounts => &self.endpoints().business_accounts,
             Pager::BusinessPhoneNumbers => &self.endpoints().business_phone_numbers,
@@ -103,8 +96,13 @@ impl Client {
                 call,
             )
             .await?;
-        Ok((answer, format!("GET {}", endpoint.path())))
+        Ok((answer, endpoint))
     }
+}
+
+/// A page request as errors name it (`GET /v1/...`).
+fn source(endpoint: &http::Uri) -> String {
+    format!("GET {}", endpoint.path())
 }
 
 /// A page's body as received (see [`Client::list_unread`]).
@@ -113,14 +111,19 @@ pub struct UnreadPage {
     pub body: bytes::Bytes,
     /// `(page_no, page_size)` asked for.
     pub requested: (i64, i64),
-    /// The request, as errors name it (`GET /v1/...`).
-    pub source: String,
+    /// The endpoint asked (its path names the request in errors, formatted only for one).
+    pub endpoint: http::Uri,
 }
 
 impl UnreadPage {
     /// The body read as a page of unread items: the error a listing reports for a body that is
     /// not a page (not JSON, not an object, `data` not a list of objects).
     pub fn check(&self) -> Result<Page<RawObject>> {
-        Page::from_answer(self.body.clone(), self.requested, &self.source)
+        Page::from_answer(self.body.clone(), self.requested, &self.source())
+    }
+
+    /// The request, as errors name it (`GET /v1/...`).
+    pub fn source(&self) -> String {
+        source(&self.endpoint)
     }
 }

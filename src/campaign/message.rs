@@ -49,30 +49,32 @@ impl Prepared {
     ) -> Result<Self> {
         let to = validate::phone_number("to", to)?;
         let from = validate::phone_number("from_", from)?;
-        let template = template?;
+        let EncodedTemplate { request, json } = template?;
+        Self::of_encoded(SendRequest::template(to, from, request), key, Some(&json))
+    }
+
+    fn of(request: SendRequest, key: Option<String>) -> Result<Self> {
+        Self::of_encoded(request, key, None)
+    }
+
+    /// `template_json`: the template's JSON when it was encoded already.
+    fn of_encoded(
+        request: SendRequest,
+        key: Option<String>,
+        template_json: Option<&[u8]>,
+    ) -> Result<Self> {
         if let Some(key) = &key {
             validate::idempotency_key(key)?;
         }
-        let body = encode_with(&to, &from, &template.json)?;
-        let request = SendRequest::template(to, from, template.request);
+        let body = match template_json {
+            Some(json) => encode_with(&request.to, &request.from, json)?,
+            None => crate::api::encode(&request)?,
+        };
         Ok(Prepared {
             fingerprint: Fingerprint::of(&request),
             body,
             request: Arc::new(request),
             key,
-        })
-    }
-
-    fn of(request: SendRequest, key: Option<String>) -> Result<Self> {
-        if let Some(key) = &key {
-            validate::idempotency_key(key)?;
-        }
-        let fingerprint = Fingerprint::of(&request);
-        Ok(Prepared {
-            body: crate::api::encode(&request)?,
-            request: Arc::new(request),
-            key,
-            fingerprint,
         })
     }
 

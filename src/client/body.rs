@@ -1,8 +1,8 @@
 //! The request body, and the handshake that proves whether a send's body ever left.
 //!
-//! The HTTP client takes a body (`claim`, or `poll_frame` for reqwest) only to write it, and a POST is not processed without its body:
-//! a body that was never taken proves the service never had the request, whatever the failure
-//! was. The attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then
+//! The HTTP client takes a body (`claim`, or `poll_frame` for reqwest) only to write it, and a
+//! POST is not processed without its body: a body that was never taken proves the service never
+//! had the request, whatever the failure was. The attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then
 //! counts the send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or,
 //! finding it abandoned, fails the write instead of sending it.
 
@@ -55,9 +55,7 @@ impl OutgoingBody {
         };
         (body, watch)
     }
-}
 
-impl OutgoingBody {
     /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned and
     /// nothing may be written. The direct transport calls it before writing; reqwest, through
     /// [`Body::poll_frame`].

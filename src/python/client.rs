@@ -604,7 +604,7 @@ fn raw_page_reply(
         (Ok(_), Ok(_)) => Err(to_py(
             py,
             Error::Decode {
-                message: format!("{} did not answer a page", page.source),
+                message: format!("{} did not answer a page", page.source()),
                 snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(&page.body), 200),
             },
         )),
