@@ -17,6 +17,12 @@ use bizmsg::campaign::{Campaign, Event, Input, Options, Prepared};
 use bizmsg::client::{ClientConfig, TokenSource};
 use bizmsg::Client;
 
+/// The extension's allocator (see `src/python/mod.rs`), so that this measures what Python runs.
+/// (With the `python` feature the library declares it already.)
+#[cfg(not(feature = "python"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let url = args

@@ -15,9 +15,11 @@
 //! and stopping (an error with `stop_on_error`, Ctrl-C, a cancelled task).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -151,8 +153,38 @@ const STOP: u8 = 1;
 const ABANDON: u8 = 2;
 
 struct Control {
+    /// Watched by the engine's loop: a change wakes it.
     state: watch::Sender<u8>,
+    /// The same state, read without a lock where it is read per message.
+    now: AtomicU8,
     undelivered: AtomicUsize,
+}
+
+impl Control {
+    fn new() -> Self {
+        Control {
+            state: watch::channel(RUN).0,
+            now: AtomicU8::new(RUN),
+            undelivered: AtomicUsize::new(0),
+        }
+    }
+
+    fn state(&self) -> u8 {
+        self.now.load(Ordering::Acquire)
+    }
+
+    /// Raises the state to `wanted` (it never goes back) and wakes the engine. The atomic is
+    /// set first, so the engine, once woken, reads the new state from it.
+    fn raise(&self, wanted: u8) {
+        self.now.fetch_max(wanted, Ordering::AcqRel);
+        self.state.send_if_modified(|state| {
+            let raise = *state < wanted;
+            if raise {
+                *state = wanted;
+            }
+            raise
+        });
+    }
 }
 
 /// A running campaign, from the caller's side.
@@ -173,10 +205,7 @@ impl<P: Send + 'static> Campaign<P> {
         options.check()?;
         let (input, input_rx) = mpsc::unbounded_channel();
         let (events_tx, events) = mpsc::unbounded_channel();
-        let control = Arc::new(Control {
-            state: watch::channel(RUN).0,
-            undelivered: AtomicUsize::new(0),
-        });
+        let control = Arc::new(Control::new());
         let task = runtime.spawn(run(
             client,
             options,
@@ -231,14 +260,7 @@ pub struct Stopper(Arc<Control>);
 
 impl Stopper {
     pub fn stop(&self, abandon: bool) {
-        let wanted = if abandon { ABANDON } else { STOP };
-        self.0.state.send_if_modified(|state| {
-            let raise = *state < wanted;
-            if raise {
-                *state = wanted;
-            }
-            raise
-        });
+        self.0.raise(if abandon { ABANDON } else { STOP });
     }
 }
 
@@ -246,7 +268,7 @@ impl<P> Drop for Campaign<P> {
     fn drop(&mut self) {
         // Nobody will read its outcomes: the engine stops at once (in-flight sends are
         // abandoned, the journal keeps them as in doubt).
-        self.control.state.send_replace(ABANDON);
+        self.control.raise(ABANDON);
         if let Some(task) = self.task.take() {
             drop(task);
         }
@@ -277,13 +299,22 @@ struct Finished<P> {
     stop: Option<String>,
 }
 
-struct Engine<P> {
+/// What the sends of a campaign share, behind one reference count per message.
+struct Shared {
     client: Client,
+    /// The options of each message's call, with the campaign's gate.
+    call: CallOptions,
+    gate: Arc<Gate>,
+    control: Arc<Control>,
+}
+
+struct Engine<P> {
     options: Options,
     events: mpsc::UnboundedSender<Event<P>>,
     control: Arc<Control>,
+    /// Only to be woken when the state changes; the state itself is read from `control`.
     stop_signal: watch::Receiver<u8>,
-    gate: Arc<Gate>,
+    shared: Arc<Shared>,
     pacer: Pacer,
     keys: KeySource,
     journal: Option<Arc<Journal>>,
@@ -387,14 +418,19 @@ impl<P: Send + 'static> Engine<P> {
         let gate = Arc::new(Gate::new());
         options.call.gate = Some(Arc::clone(&gate));
         let stop_signal = control.state.subscribe();
+        let shared = Arc::new(Shared {
+            client,
+            call: options.call.clone(),
+            gate,
+            control: Arc::clone(&control),
+        });
         Ok(Engine {
             pacer: Pacer::new(options.rate_limit)?,
-            client,
             options,
             events,
             control,
             stop_signal,
-            gate,
+            shared,
             keys,
             journal,
             campaign_id,
@@ -419,7 +455,11 @@ impl<P: Send + 'static> Engine<P> {
         let mut flush = tokio::time::interval(FLUSH_EVERY);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let stopping = self.stopped.is_some() || *self.stop_signal.borrow() != RUN;
+            let state = self.control.state();
+            if state == ABANDON && !self.inflight.is_empty() {
+                self.abandon_in_flight().await;
+            }
+            let stopping = self.stopped.is_some() || state != RUN;
             if stopping && self.stopped.is_none() {
                 self.stop(None, "interrupted");
             }
@@ -455,8 +495,14 @@ impl<P: Send + 'static> Engine<P> {
             }
             tokio::select! {
                 Some(finished) = self.inflight.next(), if !self.inflight.is_empty() => {
-                    if let Err(error) = self.finish(finished) {
-                        self.fail(error);
+                    self.finished(finished);
+                    // The others that are done by now, in the same turn: the loop's checks
+                    // and this select's set-up then run once per wake-up, not per message.
+                    while self.buffer.len() < BATCH {
+                        let Some(finished) = self.finished_now().await else {
+                            break;
+                        };
+                        self.finished(finished);
                     }
                 }
                 feed = input.recv(), if waiting_for_input => {
@@ -477,11 +523,49 @@ impl<P: Send + 'static> Engine<P> {
                 changed = self.stop_signal.changed() => {
                     if changed.is_err() {
                         // The caller is gone: nothing it could still want.
-                        self.control.state.send_replace(ABANDON);
+                        self.control.raise(ABANDON);
                     }
                 }
                 _ = flush.tick(), if !self.buffer.is_empty() => self.flush_outcomes(),
             }
+        }
+    }
+
+    /// A send that is done, without waiting for one.
+    async fn finished_now(&mut self) -> Option<Finished<P>> {
+        std::future::poll_fn(|cx| match self.inflight.poll_next_unpin(cx) {
+            Poll::Ready(finished) => Poll::Ready(finished),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
+    }
+
+    fn finished(&mut self, finished: Finished<P>) {
+        if let Err(error) = self.finish(finished) {
+            self.fail(error);
+        }
+    }
+
+    /// After `ABANDON`: polls every send in flight once, which ends it (see `abandoned`: a
+    /// send is not woken by the stop itself, this poll is what ends it), and records the
+    /// outcomes.
+    async fn abandon_in_flight(&mut self) {
+        let mut sends = Some(std::mem::take(&mut self.inflight));
+        let (done, left) = std::future::poll_fn(|cx| {
+            let mut done = Vec::new();
+            let left = FuturesUnordered::new();
+            for mut send in sends.take().unwrap_or_default() {
+                match send.as_mut().poll(cx) {
+                    Poll::Ready(finished) => done.push(finished),
+                    Poll::Pending => left.push(send),
+                }
+            }
+            Poll::Ready((done, left))
+        })
+        .await;
+        self.inflight = left;
+        for finished in done {
+            self.finished(finished);
         }
     }
 
@@ -566,13 +650,7 @@ impl<P: Send + 'static> Engine<P> {
             index,
             reason: reason.to_owned(),
         });
-        self.control.state.send_if_modified(|state| {
-            let raise = *state == RUN;
-            if raise {
-                *state = STOP;
-            }
-            raise
-        });
+        self.control.raise(STOP);
         self.skip_waiting();
     }
 
@@ -666,12 +744,9 @@ impl<P: Send + 'static> Engine<P> {
             };
             self.marked = self.marked.saturating_sub(1);
             let send = send_one(
-                self.client.clone(),
-                self.options.call.clone(),
+                Arc::clone(&self.shared),
                 ready,
                 self.pacer.batch(),
-                Arc::clone(&self.gate),
-                self.stop_signal.clone(),
                 self.journal.clone(),
             );
             self.inflight.push(Box::pin(send));
@@ -959,12 +1034,9 @@ impl<P: Send + 'static> Engine<P> {
 /// Sends one message: its sender's pace, then the batch's, then the attempt loop; a failed
 /// commit the platform calls temporary is sent again (with a new key, see `retry_key`).
 async fn send_one<P>(
-    client: Client,
-    call: CallOptions,
+    shared: Arc<Shared>,
     ready: Ready<P>,
     batch: Option<Arc<Limiter>>,
-    gate: Arc<Gate>,
-    mut stop: watch::Receiver<u8>,
     journal: Option<Arc<Journal>>,
 ) -> Finished<P> {
     let Ready {
@@ -981,9 +1053,9 @@ async fn send_one<P>(
         base: &key,
         journal: journal.as_deref(),
         current: &current,
-        stop: stop.clone(),
+        control: &shared.control,
     };
-    let attempt = attempt(&client, &call, &prepared, keys, limiter, batch, &gate);
+    let attempt = attempt(&shared, &prepared, keys, limiter, batch);
     tokio::select! {
         biased;
         done = attempt => {
@@ -993,7 +1065,7 @@ async fn send_one<P>(
                 stop,
             }
         }
-        _ = stop.wait_for(|state| *state == ABANDON) => {
+        () = abandoned(&shared.control) => {
             // The key of the attempt in flight (a retry after a temporary code has its own).
             let retry_key = current
                 .into_inner()
@@ -1022,7 +1094,7 @@ struct KeyInUse<'a> {
     journal: Option<&'a Journal>,
     current: &'a Mutex<Option<String>>,
     /// The campaign's state: a stop cuts a wait before a retry short.
-    stop: watch::Receiver<u8>,
+    control: &'a Control,
 }
 
 impl KeyInUse<'_> {
@@ -1052,15 +1124,29 @@ impl KeyInUse<'_> {
     }
 }
 
+/// Ready once the campaign is abandoned. It registers no waker, so that a message costs no
+/// registration with the stop signal: on `ABANDON` the engine polls every send in flight once
+/// (`Engine::abandon_in_flight`), and that poll is what ends it.
+fn abandoned(control: &Control) -> impl Future<Output = ()> + '_ {
+    std::future::poll_fn(move |_| {
+        if control.state() == ABANDON {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+}
+
 async fn attempt(
-    client: &Client,
-    call: &CallOptions,
+    shared: &Shared,
     prepared: &Prepared,
     keys: KeyInUse<'_>,
     limiter: Option<Arc<Limiter>>,
     batch: Option<Arc<Limiter>>,
-    gate: &Gate,
 ) -> Attempted {
+    let Shared {
+        client, call, gate, ..
+    } = shared;
     let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
     let base = keys.base;
     let mut key = base.to_owned();
@@ -1110,7 +1196,7 @@ async fn attempt(
                 // so that a generous max_retries cannot hold a slot for days.
                 let wait =
                     Duration::from_secs(4u64.saturating_pow(retries)).min(PAIR_RATE_WAIT_CAP);
-                let mut stop = keys.stop.clone();
+                let mut stop = keys.control.state.subscribe();
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     // Stopping: the temporary rejection is this message's outcome (not sent).
@@ -1338,6 +1424,74 @@ mod tests {
         assert_eq!(outcomes[700].status, Status::Failed);
         assert_eq!(outcomes[701].duplicate_of, Some(3));
         assert_eq!(sandbox.stats().accepted, 700);
+    }
+
+    /// A send in flight is not woken by the stop signal itself (no registration per message):
+    /// the engine polls each one when the campaign is abandoned. Every one must end at once,
+    /// unknown, while the server still sits on the requests.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoning_ends_every_send_in_flight_at_once_as_unknown() {
+        let (sandbox, client, sender) = setup().await;
+        sandbox.set_delay(Duration::from_secs(60));
+        let options = Options {
+            concurrency: 8,
+            ..Options::default()
+        };
+        let mut campaign =
+            Campaign::start(client, options, &tokio::runtime::Handle::current()).unwrap();
+        let mut pending: VecDeque<Input<()>> = (0..20u64)
+            .map(|index| Input {
+                index,
+                payload: (),
+                message: Prepared::new(&message(&format!("86138{index:08}"), &sender), None),
+            })
+            .collect();
+        let stopper = campaign.stopper();
+        let abandon = tokio::spawn(async move {
+            // Long enough for the first 8 requests to reach the server and wait there.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            stopper.stop(true);
+        });
+        let mut outcomes = Vec::new();
+        let collected = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(event) = campaign.next_event().await {
+                match event {
+                    Event::NeedInput(wanted) => {
+                        let chunk: Vec<Input<()>> =
+                            pending.drain(..wanted.min(pending.len())).collect();
+                        if chunk.is_empty() {
+                            campaign.end_input();
+                        } else {
+                            campaign.feed(chunk);
+                        }
+                    }
+                    Event::Outcomes(batch) => outcomes.extend(batch),
+                    Event::Warning(_) => {}
+                    Event::Done(_) => break,
+                }
+            }
+        })
+        .await;
+        assert!(collected.is_ok(), "the abandoned campaign did not end");
+        abandon.await.unwrap();
+        outcomes.sort_by_key(|outcome| outcome.index);
+        assert_eq!(outcomes.len(), 20);
+        let abandoned: Vec<&Outcome<()>> = outcomes
+            .iter()
+            .filter(|o| o.status == Status::Unknown)
+            .collect();
+        assert_eq!(abandoned.len(), 8, "{:?}", statuses(&outcomes));
+        for outcome in &abandoned {
+            assert_eq!(
+                outcome.reason.as_deref(),
+                Some("abandoned while in flight: it may have been sent")
+            );
+            assert!(outcome.idempotency_key.is_some());
+        }
+        assert!(outcomes
+            .iter()
+            .filter(|o| o.status != Status::Unknown)
+            .all(|o| o.status == Status::Skipped));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

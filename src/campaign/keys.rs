@@ -27,7 +27,14 @@ impl KeySource {
     /// The key of message `index` with `fingerprint`.
     pub fn key(&self, index: u64, fingerprint: Fingerprint) -> String {
         match self {
-            KeySource::Random => Uuid::new_v4().to_string(),
+            KeySource::Random => {
+                // Encoded into a stack buffer: `to_string` goes through the formatter.
+                let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+                Uuid::new_v4()
+                    .hyphenated()
+                    .encode_lower(&mut text)
+                    .to_owned()
+            }
             KeySource::Derived(namespace) => {
                 let name = format!("{index}:{}", fingerprint.to_hex());
                 Uuid::new_v5(namespace, name.as_bytes()).to_string()

@@ -158,12 +158,17 @@ impl Client {
                     "the total timeout of {:.3}s elapsed",
                     timeout.total.unwrap_or_default().as_secs_f64()
                 ))),
-                Some(budget) => match tokio::time::timeout(budget, exchange).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(Error::Timeout(format!(
-                        "no complete answer within {:.3}s",
-                        budget.as_secs_f64()
-                    ))),
+                // From the clock read above (no second read): a budget too large for an
+                // Instant is no deadline at all.
+                Some(budget) => match attempt_started.checked_add(budget) {
+                    Some(end) => match tokio::time::timeout_at(end.into(), exchange).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(Error::Timeout(format!(
+                            "no complete answer within {:.3}s",
+                            budget.as_secs_f64()
+                        ))),
+                    },
+                    None => exchange.await,
                 },
                 None => exchange.await,
             };
@@ -281,6 +286,10 @@ impl Client {
 
     /// The `Authorization` value, asking the provider no longer than the deadline allows.
     async fn token(&self, refresh: bool, deadline: Option<Instant>) -> Result<HeaderValue> {
+        // A static token is at hand: no timer, no clock read (a campaign asks once a message).
+        if let Some(value) = self.shared.token.at_hand() {
+            return Ok(value);
+        }
         match time_left(deadline) {
             None => self.shared.token.header(refresh).await,
             Some(left) => tokio::time::timeout(left, self.shared.token.header(refresh))

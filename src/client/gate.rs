@@ -1,12 +1,16 @@
 //! A pause shared by many calls: when one call of a batch is told to wait (`429` or `503`
 //! with `Retry-After`), every call of the batch waits, not only the one that was told.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub struct Gate {
     closed_until: Mutex<Option<Instant>>,
+    /// Set by the first pause. Until then (a campaign's usual case) the gate is known open
+    /// without a lock: every message checks it.
+    ever_paused: AtomicBool,
 }
 
 impl Gate {
@@ -26,10 +30,14 @@ impl Gate {
         if closed.is_none_or(|current| current < until) {
             *closed = Some(until);
         }
+        self.ever_paused.store(true, Ordering::Release);
     }
 
     /// When the gate opens again, if it is closed now.
     pub fn closed_until(&self) -> Option<Instant> {
+        if !self.ever_paused.load(Ordering::Acquire) {
+            return None;
+        }
         let closed = *self
             .closed_until
             .lock()

@@ -8,8 +8,6 @@
 //! `connection.rs`). Every function here is pure (bytes in, bytes or a decision out), so the
 //! framing rules are tested without a socket.
 
-use std::io::Write;
-
 use bytes::{Buf, BytesMut};
 use http::{HeaderName, HeaderValue, Method};
 
@@ -48,8 +46,10 @@ pub(crate) fn encode_request(
     // A GET or HEAD without a body says nothing; any other request states its length, even 0,
     // so the server never waits for a body that is not coming.
     if body_len > 0 || !(method == Method::GET || method == Method::HEAD) {
-        // Formatted straight into the buffer: no String per request (a Vec never fails a write).
-        let _ = write!(out, "content-length: {body_len}\r\n");
+        // Written straight into the buffer: no String and no formatting machinery per request.
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -110,9 +110,17 @@ pub(crate) struct Malformed(pub(crate) String);
 
 /// Parses an answer head at the start of `buf`: `Ok(None)` when more bytes are needed.
 pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, Malformed> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let len = match response.parse(buf) {
+    // Left uninitialized: httparse fills what it uses. Initializing all 100 (3.2 KB) for every
+    // answer stood out in a campaign's profile.
+    let mut headers =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        &mut headers,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
             return Err(Malformed(format!(

@@ -52,6 +52,14 @@ impl Token {
         }
     }
 
+    /// The header value when it needs no asking (a static token).
+    pub(crate) fn at_hand(&self) -> Option<HeaderValue> {
+        match self {
+            Token::Static(value) => Some(value.clone()),
+            Token::Provider(_) => None,
+        }
+    }
+
     pub(crate) fn can_refresh(&self) -> bool {
         matches!(self, Token::Provider(_))
     }
