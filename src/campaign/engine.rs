@@ -456,12 +456,14 @@ impl<P: Send + 'static> Engine<P> {
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let state = self.control.state();
-            if state == ABANDON && !self.inflight.is_empty() {
-                self.abandon_in_flight().await;
-            }
             let stopping = self.stopped.is_some() || state != RUN;
             if stopping && self.stopped.is_none() {
                 self.stop(None, "interrupted");
+            }
+            // After the stop is recorded as an interruption: with `stop_on_error`, the first
+            // abandoned message (unknown) must not be taken for the reason of the stop.
+            if state == ABANDON && !self.inflight.is_empty() {
+                self.abandon_in_flight().await;
             }
             if stopping && !self.ready.is_empty() {
                 // Whatever was queued after the stop is reported, never left waiting.
@@ -1426,15 +1428,14 @@ mod tests {
         assert_eq!(sandbox.stats().accepted, 700);
     }
 
-    /// A send in flight is not woken by the stop signal itself (no registration per message):
-    /// the engine polls each one when the campaign is abandoned. Every one must end at once,
-    /// unknown, while the server still sits on the requests.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn abandoning_ends_every_send_in_flight_at_once_as_unknown() {
+    /// Runs 20 messages at concurrency 8 against a server that sits on every request, and
+    /// abandons the campaign once the first 8 reached it: the outcomes and the summary.
+    async fn abandon_with_8_in_flight(stop_on_error: bool) -> (Vec<Outcome<()>>, Summary) {
         let (sandbox, client, sender) = setup().await;
         sandbox.set_delay(Duration::from_secs(60));
         let options = Options {
             concurrency: 8,
+            stop_on_error,
             ..Options::default()
         };
         let mut campaign =
@@ -1448,12 +1449,16 @@ mod tests {
             .collect();
         let stopper = campaign.stopper();
         let abandon = tokio::spawn(async move {
-            // Long enough for the first 8 requests to reach the server and wait there.
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // The sandbox counts a send when it arrives, before its delay.
+            while sandbox.stats().sends < 8 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             stopper.stop(true);
+            sandbox
         });
         let mut outcomes = Vec::new();
-        let collected = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut summary = None;
+        let collected = tokio::time::timeout(Duration::from_secs(20), async {
             while let Some(event) = campaign.next_event().await {
                 match event {
                     Event::NeedInput(wanted) => {
@@ -1467,31 +1472,54 @@ mod tests {
                     }
                     Event::Outcomes(batch) => outcomes.extend(batch),
                     Event::Warning(_) => {}
-                    Event::Done(_) => break,
+                    Event::Done(done) => {
+                        summary = Some(done);
+                        break;
+                    }
                 }
             }
         })
         .await;
         assert!(collected.is_ok(), "the abandoned campaign did not end");
-        abandon.await.unwrap();
+        let sandbox = abandon.await.unwrap();
+        assert_eq!(sandbox.stats().sends, 8);
         outcomes.sort_by_key(|outcome| outcome.index);
-        assert_eq!(outcomes.len(), 20);
-        let abandoned: Vec<&Outcome<()>> = outcomes
-            .iter()
-            .filter(|o| o.status == Status::Unknown)
-            .collect();
-        assert_eq!(abandoned.len(), 8, "{:?}", statuses(&outcomes));
-        for outcome in &abandoned {
+        (outcomes, summary.unwrap())
+    }
+
+    /// A send in flight is not woken by the stop signal itself (no registration per message):
+    /// the engine polls each one when the campaign is abandoned. Every one must end at once,
+    /// unknown, while the server still sits on the requests.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoning_ends_every_send_in_flight_at_once_as_unknown() {
+        for stop_on_error in [false, true] {
+            let (outcomes, summary) = abandon_with_8_in_flight(stop_on_error).await;
+            assert_eq!(outcomes.len(), 20);
+            let abandoned: Vec<&Outcome<()>> = outcomes
+                .iter()
+                .filter(|o| o.status == Status::Unknown)
+                .collect();
+            assert_eq!(abandoned.len(), 8, "{:?}", statuses(&outcomes));
+            for outcome in &abandoned {
+                assert_eq!(
+                    outcome.reason.as_deref(),
+                    Some("abandoned while in flight: it may have been sent")
+                );
+                assert!(outcome.idempotency_key.is_some());
+            }
+            assert!(outcomes
+                .iter()
+                .filter(|o| o.status != Status::Unknown)
+                .all(|o| o.status == Status::Skipped
+                    && o.reason.as_deref() == Some("not sent: the campaign was interrupted")));
+            // Regression: with stop_on_error, the first abandoned message (unknown) was taken
+            // for the reason of the stop.
+            let stopped = summary.stopped.unwrap();
             assert_eq!(
-                outcome.reason.as_deref(),
-                Some("abandoned while in flight: it may have been sent")
+                (stopped.index, stopped.reason.as_str()),
+                (None, "interrupted")
             );
-            assert!(outcome.idempotency_key.is_some());
         }
-        assert!(outcomes
-            .iter()
-            .filter(|o| o.status != Status::Unknown)
-            .all(|o| o.status == Status::Skipped));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

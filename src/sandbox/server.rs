@@ -47,7 +47,8 @@ pub struct Sandbox {
     shared: Arc<Shared>,
     addr: SocketAddr,
     stop: watch::Sender<bool>,
-    /// Disconnected by the accept loop once its listener is closed.
+    /// Disconnected once the accept loop closed its listener and every connection it accepted
+    /// is closed (each holds a sender).
     listening: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
@@ -148,8 +149,9 @@ impl Sandbox {
     }
 
     /// Stops accepting and drops every open connection. Idempotent. Called outside an async
-    /// runtime, it returns once the port is closed (a connection attempt is then refused
-    /// rather than accepted and reset); inside one it cannot wait for the server's task.
+    /// runtime, it returns once the port and every connection are closed (a connection
+    /// attempt is then refused rather than accepted and reset, and a client's pooled
+    /// connection is broken); inside one it cannot wait for the server's tasks.
     pub fn shutdown(&self) {
         self.stop.send_replace(true);
         if tokio::runtime::Handle::try_current().is_ok() {
@@ -161,7 +163,8 @@ impl Sandbox {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
         if let Some(listening) = listening {
-            // Disconnected (an error) once the loop dropped the listener.
+            // Disconnected (an error) once the loop dropped the listener and every
+            // connection task its socket.
             let _ = listening.recv_timeout(Duration::from_secs(5));
         }
     }
@@ -198,7 +201,13 @@ async fn accept_loop(
                 Ok((stream, _)) => {
                     accepted_so_far += 1;
                     let number = ConnectionNumber(accepted_so_far);
-                    tokio::spawn(serve_connection(stream, number, router.clone(), stop.clone()));
+                    tokio::spawn(serve_connection(
+                        stream,
+                        number,
+                        router.clone(),
+                        stop.clone(),
+                        closed.clone(),
+                    ));
                 }
                 Err(error) => {
                     // Usually out of file descriptors: back off instead of spinning.
@@ -218,6 +227,9 @@ async fn serve_connection(
     number: ConnectionNumber,
     router: Router,
     mut stop: watch::Receiver<bool>,
+    // Dropped with the connection: `shutdown` waits for that, so that a client's pooled
+    // connection is broken once `close()` returns, not some time after.
+    _open: std::sync::mpsc::Sender<()>,
 ) {
     // Small JSON answers: do not let Nagle hold them back.
     let _ = stream.set_nodelay(true);
