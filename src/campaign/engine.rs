@@ -1354,7 +1354,7 @@ mod tests {
     async fn run(client: &Client, options: Options, messages: &[SendMessage]) -> Vec<Outcome<()>> {
         let mut campaign =
             Campaign::start(client.clone(), options, &tokio::runtime::Handle::current()).unwrap();
-        let mut pending: std::collections::VecDeque<Input<()>> = messages
+        let pending: VecDeque<Input<()>> = messages
             .iter()
             .enumerate()
             .map(|(index, message)| Input {
@@ -1363,7 +1363,20 @@ mod tests {
                 message: Prepared::new(message, None),
             })
             .collect();
+        let (outcomes, summary) = drive(&mut campaign, pending).await;
+        let error = summary.and_then(|summary| summary.error);
+        assert!(error.is_none(), "{error:?}");
+        outcomes
+    }
+
+    /// Feeds `pending` as the engine asks for it and collects the outcomes (by index) and the
+    /// summary, until `Done`.
+    async fn drive(
+        campaign: &mut Campaign<()>,
+        mut pending: VecDeque<Input<()>>,
+    ) -> (Vec<Outcome<()>>, Option<Summary>) {
         let mut outcomes = Vec::new();
+        let mut summary = None;
         while let Some(event) = campaign.next_event().await {
             match event {
                 Event::NeedInput(wanted) => {
@@ -1377,14 +1390,14 @@ mod tests {
                 }
                 Event::Outcomes(batch) => outcomes.extend(batch),
                 Event::Warning(_) => {}
-                Event::Done(summary) => {
-                    assert!(summary.error.is_none(), "{:?}", summary.error);
+                Event::Done(done) => {
+                    summary = Some(done);
                     break;
                 }
             }
         }
         outcomes.sort_by_key(|outcome| outcome.index);
-        outcomes
+        (outcomes, summary)
     }
 
     async fn setup() -> (Sandbox, Client, String) {
@@ -1440,7 +1453,7 @@ mod tests {
         };
         let mut campaign =
             Campaign::start(client, options, &tokio::runtime::Handle::current()).unwrap();
-        let mut pending: VecDeque<Input<()>> = (0..20u64)
+        let pending: VecDeque<Input<()>> = (0..20u64)
             .map(|index| Input {
                 index,
                 payload: (),
@@ -1456,34 +1469,11 @@ mod tests {
             stopper.stop(true);
             sandbox
         });
-        let mut outcomes = Vec::new();
-        let mut summary = None;
-        let collected = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(event) = campaign.next_event().await {
-                match event {
-                    Event::NeedInput(wanted) => {
-                        let chunk: Vec<Input<()>> =
-                            pending.drain(..wanted.min(pending.len())).collect();
-                        if chunk.is_empty() {
-                            campaign.end_input();
-                        } else {
-                            campaign.feed(chunk);
-                        }
-                    }
-                    Event::Outcomes(batch) => outcomes.extend(batch),
-                    Event::Warning(_) => {}
-                    Event::Done(done) => {
-                        summary = Some(done);
-                        break;
-                    }
-                }
-            }
-        })
-        .await;
-        assert!(collected.is_ok(), "the abandoned campaign did not end");
+        let collected =
+            tokio::time::timeout(Duration::from_secs(20), drive(&mut campaign, pending)).await;
+        let (outcomes, summary) = collected.expect("the abandoned campaign did not end");
         let sandbox = abandon.await.unwrap();
         assert_eq!(sandbox.stats().sends, 8);
-        outcomes.sort_by_key(|outcome| outcome.index);
         (outcomes, summary.unwrap())
     }
 
