@@ -2,9 +2,10 @@
 //!
 //! The HTTP client takes a body (`claim`, or `poll_frame` for reqwest) only to write it, and a
 //! POST is not processed without its body: a body that was never taken proves the service never
-//! had the request, whatever the failure was. The attempt loop claims a failed attempt's body (FRESH -> ABANDONED) and only then
-//! counts the send as unsent; the connection, racing it, takes the body (FRESH -> TAKEN) or,
-//! finding it abandoned, fails the write instead of sending it.
+//! had the request, whatever the failure was. The attempt loop claims a failed attempt's body
+//! (FRESH -> ABANDONED) and only then counts the send as unsent; the connection, racing it,
+//! takes the body (FRESH -> TAKEN) or, finding it abandoned, fails the write instead of sending
+//! it.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -78,7 +78,7 @@ pub(crate) struct Answer {
 }
 
 static APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
-static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+pub(crate) static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 impl Client {
     pub(crate) async fn execute(

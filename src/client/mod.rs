@@ -234,7 +234,7 @@ fn reserved_header(name: &HeaderName) -> Option<&'static str> {
     };
     if name == AUTHORIZATION {
         Some("it comes from `token`")
-    } else if name.as_str() == "idempotency-key" {
+    } else if name == execute::IDEMPOTENCY_KEY {
         Some("each send gets a fresh one; pass idempotency_key= to a send to choose it")
     } else if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, HOST].contains(name) {
         Some("it is set by the HTTP client from the request itself")

@@ -309,20 +309,9 @@ fn shared_template(
         parts: [name.unbind(), parameters.unbind(), language.unbind()],
         parameters: kept,
         validated: validated.clone(),
-        template: is_template(py, template).then(|| template.clone().unbind()),
+        template: convert::is_template(py, template).then(|| template.clone().unbind()),
     });
     validated
-}
-
-static TEMPLATE_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// Whether `object` is exactly a `bizmsg.Template` (a subclass could make its parts change).
-fn is_template(py: Python<'_>, object: &Bound<'_, PyAny>) -> bool {
-    TEMPLATE_CLASS
-        .get_or_try_init(py, || -> PyResult<_> {
-            Ok(py.import("bizmsg.models")?.getattr("Template")?.unbind())
-        })
-        .is_ok_and(|class| object.get_type().is(class.bind(py)))
 }
 
 /// An input item as a validated message, or why it is not one. `shared` carries the last

@@ -26,6 +26,7 @@ struct Classes {
     page: Py<PyAny>,
     async_page: Py<PyAny>,
     response_meta: Py<PyAny>,
+    template: Py<PyAny>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -46,8 +47,14 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
             page: class("Page")?,
             async_page: class("AsyncPage")?,
             response_meta: class("ResponseMeta")?,
+            template: class("Template")?,
         })
     })
+}
+
+/// Whether `object` is exactly a `bizmsg.Template` (a subclass could make its parts change).
+pub(crate) fn is_template(py: Python<'_>, object: &Bound<'_, PyAny>) -> bool {
+    classes(py).is_ok_and(|classes| object.get_type().is(classes.template.bind(py)))
 }
 
 fn instance<'py>(py: Python<'py>, class: &Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
