@@ -1,15 +1,20 @@
 //! Campaigns: sending thousands to millions of template messages, fast, paced, resumable, and
 //! never twice by accident. One file per concept:
 //!
-//! - `engine`: the concurrent loop and how the caller feeds it and hears from it;
+//! - `handle`: what the caller starts, feeds, hears from and stops (options, events, summary);
+//! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome;
+//! - `admit`: what becomes of each message before anything is sent (journal, duplicates);
+//! - `send`: one message through the attempt loop, with the platform's codes acted on;
 //! - `message`, `outcome`: what goes in and what comes out, per message;
 //! - `keys`: idempotency keys (random, or derived from a campaign id);
 //! - `pacing`: rate limiters; `senders`: sender checks, pace and tiers for `pace="auto"`;
 //! - `platform`: what the platform's error codes ask a bulk sender to do;
-//! - `journal`: the SQLite record a crashed campaign resumes from;
+//! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
 //! - `plan`: the preflight (`plan()` / `dry_run=True`).
 
+mod admit;
 mod engine;
+mod handle;
 mod journal;
 mod keys;
 mod message;
@@ -17,9 +22,13 @@ mod outcome;
 mod pacing;
 mod plan;
 mod platform;
+mod send;
 mod senders;
+#[cfg(test)]
+mod tests;
 
-pub use engine::{Campaign, Event, Options, Stop, Stopper, Summary, Warning};
+pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning};
+pub use journal::{JournalStore, Row, SqliteJournal, State};
 pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};

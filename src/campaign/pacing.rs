@@ -1,8 +1,7 @@
-//! Pacing: a rate for the whole batch (`rate_limit=`) and one per sender (`pace="auto"`), each
-//! a GCRA limiter from governor; a message waits for its sender's turn, then the batch's.
+//! Pacing in one process: a GCRA limiter from governor, for the whole campaign (`rate_limit=`)
+//! and for each sender (`pace="auto"`); a message waits for its sender's turn, then the
+//! campaign's.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -62,37 +61,6 @@ impl Limiter {
                 }
             }
         }
-    }
-}
-
-/// The limiters of one campaign.
-#[derive(Default)]
-pub struct Pacer {
-    batch: Option<Arc<Limiter>>,
-    senders: HashMap<String, Arc<Limiter>>,
-}
-
-impl Pacer {
-    pub fn new(rate_limit: Option<f64>) -> Result<Self> {
-        Ok(Pacer {
-            batch: rate_limit.map(Limiter::new).transpose()?.map(Arc::new),
-            senders: HashMap::new(),
-        })
-    }
-
-    /// Paces `sender` (its digits) at `per_second`.
-    pub fn pace_sender(&mut self, sender: &str, per_second: f64) -> Result<()> {
-        self.senders
-            .insert(sender.to_owned(), Arc::new(Limiter::new(per_second)?));
-        Ok(())
-    }
-
-    pub fn sender_pace(&self, sender: &str) -> Option<Arc<Limiter>> {
-        self.senders.get(sender).cloned()
-    }
-
-    pub fn batch(&self) -> Option<Arc<Limiter>> {
-        self.batch.clone()
     }
 }
 

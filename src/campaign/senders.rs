@@ -3,12 +3,15 @@
 //! looked up once from the account listing, and what follows from it (shared/spec/
 //! platform-limits.md): who may send, at what pace, and what to warn about.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::handle::Warning;
+use super::message::Prepared;
+use super::pacing::Limiter;
 use crate::api::{PageRequest, Pager};
 use crate::client::{CallOptions, Client};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::validate::MAX_PAGE_SIZE;
 use crate::wire::BusinessAccount;
 
@@ -193,6 +196,166 @@ pub fn verdict(sender: &Sender) -> Verdict {
         _ => None,
     };
     Verdict::Send { pace, warning }
+}
+
+/// What `pace="auto"` decides for each message of a campaign: whether its sender may send, at
+/// which pace, and how many unique recipients each account reaches against its tier. The
+/// warnings it finds are handed back with each decision, to be reported by the engine.
+pub(super) struct SenderPolicy {
+    directory: Directory,
+    /// Decided once per sender.
+    verdicts: HashMap<String, Verdict>,
+    /// The pace of each sender that has one.
+    paces: HashMap<String, Arc<Limiter>>,
+    recipients: HashMap<String, Recipients>,
+}
+
+/// What [`SenderPolicy::check`] found for one message.
+pub(super) struct Checked {
+    /// Its sender's pace, if it has one.
+    pub(super) pace: Option<Arc<Limiter>>,
+    /// Something worth telling the caller, found while checking (each said once per campaign).
+    pub(super) warnings: Vec<Warning>,
+}
+
+/// Unique recipients of one account in this campaign, against its tier.
+struct Recipients {
+    limit: u64,
+    seen: HashSet<u64>,
+    warned_near: bool,
+    warned_over: bool,
+}
+
+impl SenderPolicy {
+    pub(super) fn new(directory: Directory) -> Self {
+        SenderPolicy {
+            directory,
+            verdicts: HashMap::new(),
+            paces: HashMap::new(),
+            recipients: HashMap::new(),
+        }
+    }
+
+    /// With `pace="auto"`: refuses a sender that cannot send, paces the others, counts each
+    /// account's unique recipients against its tier.
+    pub(super) fn check(&mut self, prepared: &Prepared) -> Result<Checked> {
+        let mut warnings = Vec::new();
+        let directory = &self.directory;
+        let from = &prepared.request.from;
+        let Some(sender) = directory.sender(from).cloned() else {
+            return Err(Error::validation(
+                "from_",
+                format!(
+                    "{} is not a business phone number of this account (checked before \
+                     sending, pace=\"auto\")",
+                    crate::validate::mask_phone(from)
+                ),
+            ));
+        };
+        if !self.verdicts.contains_key(from) {
+            let decided = verdict(&sender);
+            if let Verdict::Send { pace, warning } = &decided {
+                match pace {
+                    Some(pace) => {
+                        self.paces
+                            .insert(from.clone(), Arc::new(Limiter::new(*pace)?));
+                    }
+                    None => warnings.push(Warning {
+                        kind: "unpaced",
+                        message: format!(
+                            "sender {} has throughput {:?}, whose pace is unknown: it is not \
+                             paced",
+                            crate::validate::mask_phone(from),
+                            sender.throughput.as_deref().unwrap_or("")
+                        ),
+                        account_id: Some(sender.account_id.clone()),
+                        sender: Some(from.clone()),
+                    }),
+                }
+                if let Some(message) = warning {
+                    warnings.push(Warning {
+                        kind: "quality",
+                        message: message.clone(),
+                        account_id: Some(sender.account_id.clone()),
+                        sender: Some(from.clone()),
+                    });
+                }
+            }
+            self.verdicts.insert(from.clone(), decided);
+        }
+        if let Some(Verdict::Refuse(reason)) = self.verdicts.get(from) {
+            return Err(Error::validation(
+                "from_",
+                format!("{reason} (checked before sending, pace=\"auto\")"),
+            ));
+        }
+        if let Some(warning) = self.count_recipient(&sender.account_id, prepared.recipient()) {
+            warnings.push(warning);
+        }
+        Ok(Checked {
+            pace: self.paces.get(from).cloned(),
+            warnings,
+        })
+    }
+
+    /// Counts `recipient` against its account's tier: a warning at 80 % and past the tier.
+    fn count_recipient(&mut self, account_id: &str, recipient: u64) -> Option<Warning> {
+        let account = self.directory.account(account_id)?.clone();
+        let limit = account.limit?;
+        let counter = self
+            .recipients
+            .entry(account_id.to_owned())
+            .or_insert_with(|| Recipients {
+                limit,
+                seen: HashSet::new(),
+                warned_near: false,
+                warned_over: false,
+            });
+        // Counting stops past the limit: memory stays bounded by the largest tier.
+        if counter.seen.len() as u64 > counter.limit {
+            return None;
+        }
+        counter.seen.insert(recipient);
+        let unique = counter.seen.len() as u64;
+        let tier = account.tier.clone().unwrap_or_default();
+        let (near, over) = (
+            !counter.warned_near && unique * 5 >= limit * 4,
+            !counter.warned_over && unique > limit,
+        );
+        if over {
+            counter.warned_over = true;
+            counter.warned_near = true;
+        } else if near {
+            counter.warned_near = true;
+        }
+        let name = account.name.clone().unwrap_or_else(|| account.id.clone());
+        if over {
+            Some(Warning {
+                kind: "tier",
+                message: format!(
+                    "account {name} ({}) reaches more than {limit} unique recipients in this \
+                     campaign, past its messaging tier {tier} (unique recipients per rolling \
+                     24 h): messages to new recipients past the limit will be refused",
+                    account.id
+                ),
+                account_id: Some(account.id.clone()),
+                sender: None,
+            })
+        } else if near {
+            Some(Warning {
+                kind: "tier_near",
+                message: format!(
+                    "account {name} ({}) reaches 80% of its messaging tier {tier} ({limit} \
+                     unique recipients per rolling 24 h) in this campaign",
+                    account.id
+                ),
+                account_id: Some(account.id.clone()),
+                sender: None,
+            })
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]

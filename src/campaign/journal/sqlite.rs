@@ -1,12 +1,5 @@
-//! The campaign journal: one SQLite row per message (index, fingerprint, idempotency key,
-//! state, sms_id, code, msg), so a campaign interrupted by a crash or Ctrl-C can be run again
-//! with the same input and send only what was never sent.
-//!
-//! Crash safety rests on one ordering: a message's row is written as `dispatched`, and that
-//! write is committed, before its request can leave. After a crash, a message without a row
-//! certainly never left; a `dispatched` row without a final state may have (it is in doubt,
-//! like an unknown outcome). Marks are written for a few messages at a time, just ahead of
-//! dispatch, so the doubt after a crash is limited to about the messages in flight.
+//! The embedded journal: one SQLite file per campaign, one row per message (index,
+//! fingerprint, idempotency key, state, sms_id, code, msg).
 //!
 //! SQLite runs on a thread of its own; every command that arrives while it works joins the
 //! next transaction, so writes are batched by how busy the campaign is. WAL with
@@ -16,64 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use futures::future::BoxFuture;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
-use super::message::Fingerprint;
+use super::{JournalStore, Row, State};
+use crate::campaign::message::Fingerprint;
 use crate::error::{Error, Result};
 
 const SCHEMA: &str = "1";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Dispatched,
-    Sent,
-    Rejected,
-    Unknown,
-    Failed,
-    Skipped,
-}
-
-impl State {
-    fn as_str(self) -> &'static str {
-        match self {
-            State::Dispatched => "dispatched",
-            State::Sent => "sent",
-            State::Rejected => "rejected",
-            State::Unknown => "unknown",
-            State::Failed => "failed",
-            State::Skipped => "skipped",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        [
-            State::Dispatched,
-            State::Sent,
-            State::Rejected,
-            State::Unknown,
-            State::Failed,
-            State::Skipped,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == text)
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub index: u64,
-    pub fingerprint: Option<Fingerprint>,
-    pub key: Option<String>,
-    pub state: State,
-    pub sms_id: Option<String>,
-    pub code: Option<String>,
-    pub msg: Option<String>,
-    /// Whether this write may turn a `dispatched` or `unknown` row into `failed` or `skipped`
-    /// (never sent). Only the run that marked the message, and knows it never left, may: a
-    /// message in doubt since an earlier run stays in doubt whatever this run saw of it.
-    pub clears_doubt: bool,
-}
 
 enum Command {
     Lookup {
@@ -88,7 +32,7 @@ enum Command {
     },
 }
 
-pub struct Journal {
+pub struct SqliteJournal {
     commands: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
     campaign_id: String,
@@ -99,10 +43,10 @@ fn failed(path: &Path, what: &str, error: impl std::fmt::Display) -> Error {
     Error::Campaign(format!("journal {}: {what}: {error}", path.display()))
 }
 
-impl Journal {
+impl SqliteJournal {
     /// Opens (or creates) the journal at `path`. A journal keeps the campaign id it was made
     /// with (`campaign_id`, or a random one): running it with another id is refused.
-    pub fn open(path: &Path, campaign_id: Option<&str>) -> Result<Journal> {
+    pub fn open(path: &Path, campaign_id: Option<&str>) -> Result<SqliteJournal> {
         let connection = Connection::open(path).map_err(|e| failed(path, "cannot be opened", e))?;
         let campaign_id = prepare(&connection, campaign_id).map_err(|e| match e {
             Setup::Sqlite(e) => failed(path, "is not usable", e),
@@ -116,7 +60,7 @@ impl Journal {
             .name("bizmsg-journal".to_owned())
             .spawn(move || serve(connection, &thread_path, received))
             .map_err(|e| failed(path, "cannot start its writer thread", e))?;
-        Ok(Journal {
+        Ok(SqliteJournal {
             commands: Some(commands),
             thread: Some(thread),
             campaign_id,
@@ -124,46 +68,11 @@ impl Journal {
         })
     }
 
-    pub fn campaign_id(&self) -> &str {
-        &self.campaign_id
-    }
-
     fn send(&self, command: Command) -> Result<()> {
         self.commands
             .as_ref()
             .and_then(|commands| commands.send(command).ok())
             .ok_or_else(|| failed(&self.path, "writer", "has stopped"))
-    }
-
-    /// The rows of messages `first..=last` recorded by earlier runs.
-    pub async fn lookup(&self, first: u64, last: u64) -> Result<Vec<Row>> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Command::Lookup { first, last, reply })?;
-        answer
-            .await
-            .map_err(|_| failed(&self.path, "writer", "stopped"))?
-    }
-
-    /// Writes `rows` and waits until they are committed.
-    pub async fn write_durably(&self, rows: Vec<Row>) -> Result<()> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Command::Write {
-            rows,
-            reply: Some(reply),
-        })?;
-        answer
-            .await
-            .map_err(|_| failed(&self.path, "writer", "stopped"))?
-    }
-
-    /// Writes `rows` in a coming transaction.
-    pub fn write(&self, rows: Vec<Row>) -> Result<()> {
-        self.send(Command::Write { rows, reply: None })
-    }
-
-    /// Commits everything written so far (and reports a write that failed earlier).
-    pub async fn flush(&self) -> Result<()> {
-        self.write_durably(Vec::new()).await
     }
 
     /// Stops the writer after it committed everything queued; waits for it.
@@ -175,7 +84,40 @@ impl Journal {
     }
 }
 
-impl Drop for Journal {
+impl JournalStore for SqliteJournal {
+    fn campaign_id(&self) -> &str {
+        &self.campaign_id
+    }
+
+    fn lookup(&self, first: u64, last: u64) -> BoxFuture<'_, Result<Vec<Row>>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Lookup { first, last, reply })?;
+            answer
+                .await
+                .map_err(|_| failed(&self.path, "writer", "stopped"))?
+        })
+    }
+
+    fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Write {
+                rows,
+                reply: Some(reply),
+            })?;
+            answer
+                .await
+                .map_err(|_| failed(&self.path, "writer", "stopped"))?
+        })
+    }
+
+    fn write(&self, rows: Vec<Row>) -> Result<()> {
+        self.send(Command::Write { rows, reply: None })
+    }
+}
+
+impl Drop for SqliteJournal {
     fn drop(&mut self) {
         self.close();
     }
@@ -401,7 +343,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
         let dir = fresh_dir();
-        let journal = Journal::open(&dir.join("campaign.db"), Some("c")).unwrap();
+        let journal = SqliteJournal::open(&dir.join("campaign.db"), Some("c")).unwrap();
         journal
             .write_durably(vec![
                 row(0, State::Sent),
@@ -460,7 +402,7 @@ mod tests {
         let dir = fresh_dir();
         let path = dir.join("campaign.db");
         {
-            let journal = Journal::open(&path, Some("spring")).unwrap();
+            let journal = SqliteJournal::open(&path, Some("spring")).unwrap();
             journal
                 .write_durably(vec![row(0, State::Dispatched), row(1, State::Dispatched)])
                 .await
@@ -471,7 +413,7 @@ mod tests {
             journal.write(vec![sent, row(5, State::Failed)]).unwrap();
             journal.flush().await.unwrap();
         }
-        let journal = Journal::open(&path, None).unwrap();
+        let journal = SqliteJournal::open(&path, None).unwrap();
         assert_eq!(journal.campaign_id(), "spring");
         let rows = journal.lookup(0, 9).await.unwrap();
         assert_eq!(rows.len(), 3);
@@ -481,7 +423,7 @@ mod tests {
         assert_eq!(rows[1].state, State::Dispatched);
         assert_eq!(rows[2].index, 5);
         drop(journal);
-        let refused = Journal::open(&path, Some("summer"))
+        let refused = SqliteJournal::open(&path, Some("summer"))
             .err()
             .unwrap()
             .to_string();

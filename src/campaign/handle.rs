@@ -1,0 +1,248 @@
+//! A campaign as its caller sees it: the options it is started with, the events it reports
+//! (input wanted, outcomes, warnings, the end), and the handle that feeds and stops it.
+//!
+//! The caller (a binding) and the engine (`engine.rs`) talk through two channels. The engine
+//! asks for input (`Event::NeedInput`) when its queue runs low, and the caller feeds it a chunk
+//! it pulled from its iterable; the engine hands back outcomes in batches (`Event::Outcomes`).
+//! So the caller works once per chunk and once per batch, never per message, and the input is
+//! never read further ahead than the queue needs (a generator of a million messages is never
+//! materialized).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::message::Input;
+use super::outcome::Outcome;
+use super::pacing::Limiter;
+use crate::client::{CallOptions, Client};
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub concurrency: usize,
+    pub rate_limit: Option<f64>,
+    /// Look up every sender (status, quality, throughput, account tier) and pace each one.
+    pub pace_auto: bool,
+    pub stop_on_error: bool,
+    pub dedupe: bool,
+    pub journal: Option<PathBuf>,
+    pub campaign_id: Option<String>,
+    /// Re-send messages left in doubt by an earlier run (same key) instead of listing them.
+    pub resend_unknown: bool,
+    /// `timeout` and `max_retries` of each message.
+    pub call: CallOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            concurrency: 64,
+            rate_limit: None,
+            pace_auto: false,
+            stop_on_error: false,
+            dedupe: true,
+            journal: None,
+            campaign_id: None,
+            resend_unknown: false,
+            call: CallOptions::default(),
+        }
+    }
+}
+
+impl Options {
+    pub(super) fn check(&self) -> Result<()> {
+        if !(1..=10_000).contains(&self.concurrency) {
+            return Err(Error::validation(
+                "concurrency",
+                format!("must be from 1 to 10000, got {}", self.concurrency),
+            ));
+        }
+        if let Some(rate) = self.rate_limit {
+            Limiter::new(rate)?;
+        }
+        if let Some(id) = &self.campaign_id {
+            if id.trim().is_empty() {
+                return Err(Error::validation("campaign_id", "must not be empty"));
+            }
+        }
+        if self.call.idempotency_key.is_some() {
+            return Err(Error::validation(
+                "idempotency_key",
+                "a campaign gives each message its own key; set idempotency_key on the message",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Something a caller should know about the campaign: logged, and kept on the result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Warning {
+    /// `tier`, `tier_near`, `quality`, `unpaced`.
+    pub kind: &'static str,
+    pub message: String,
+    pub account_id: Option<String>,
+    pub sender: Option<String>,
+}
+
+/// Why a campaign stopped before its input ended.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    /// The message that stopped it (none for Ctrl-C or cancellation).
+    pub index: Option<u64>,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub campaign_id: Option<String>,
+    pub stopped: Option<Stop>,
+    /// A failure of the campaign itself (its journal, the sender lookup): raised by the caller.
+    pub error: Option<Error>,
+}
+
+pub enum Event<P> {
+    /// Feed up to this many items (or end the input).
+    NeedInput(usize),
+    Outcomes(Vec<Outcome<P>>),
+    Warning(Warning),
+    Done(Summary),
+}
+
+pub(super) enum Feed<P> {
+    Items(Vec<Input<P>>),
+    End,
+}
+
+/// What the caller asked: 0 run, 1 stop taking messages (in-flight ones finish), 2 stop now
+/// (in-flight ones are abandoned and reported unknown).
+pub(super) const RUN: u8 = 0;
+pub(super) const STOP: u8 = 1;
+pub(super) const ABANDON: u8 = 2;
+
+pub(super) struct Control {
+    /// Watched by the engine's loop: a change wakes it.
+    pub(super) state: watch::Sender<u8>,
+    /// The same state, read without a lock where it is read per message.
+    now: AtomicU8,
+    /// Outcomes handed to the caller and not taken yet.
+    pub(super) undelivered: AtomicUsize,
+}
+
+impl Control {
+    fn new() -> Self {
+        Control {
+            state: watch::channel(RUN).0,
+            now: AtomicU8::new(RUN),
+            undelivered: AtomicUsize::new(0),
+        }
+    }
+
+    pub(super) fn state(&self) -> u8 {
+        self.now.load(Ordering::Acquire)
+    }
+
+    /// Raises the state to `wanted` (it never goes back) and wakes the engine. The atomic is
+    /// set first, so the engine, once woken, reads the new state from it.
+    pub(super) fn raise(&self, wanted: u8) {
+        self.now.fetch_max(wanted, Ordering::AcqRel);
+        self.state.send_if_modified(|state| {
+            let raise = *state < wanted;
+            if raise {
+                *state = wanted;
+            }
+            raise
+        });
+    }
+}
+
+/// A running campaign, from the caller's side.
+pub struct Campaign<P> {
+    input: mpsc::UnboundedSender<Feed<P>>,
+    events: mpsc::UnboundedReceiver<Event<P>>,
+    control: Arc<Control>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl<P: Send + 'static> Campaign<P> {
+    /// Starts the campaign on `runtime`. The first event asks for input.
+    pub fn start(
+        client: Client,
+        options: Options,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Self> {
+        options.check()?;
+        let (input, input_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let control = Arc::new(Control::new());
+        let task = runtime.spawn(super::engine::run(
+            client,
+            options,
+            input_rx,
+            events_tx,
+            Arc::clone(&control),
+        ));
+        Ok(Campaign {
+            input,
+            events,
+            control,
+            task: Some(task),
+        })
+    }
+
+    /// Hands the engine items it asked for.
+    pub fn feed(&self, items: Vec<Input<P>>) {
+        let _ = self.input.send(Feed::Items(items));
+    }
+
+    /// Tells the engine the input has ended.
+    pub fn end_input(&self) {
+        let _ = self.input.send(Feed::End);
+    }
+
+    /// The next event; `None` after `Done`.
+    pub async fn next_event(&mut self) -> Option<Event<P>> {
+        let event = self.events.recv().await;
+        if let Some(Event::Outcomes(outcomes)) = &event {
+            self.control
+                .undelivered
+                .fetch_sub(outcomes.len(), Ordering::AcqRel);
+        }
+        event
+    }
+
+    /// Stops taking new messages; with `abandon`, also stops waiting for those in flight.
+    pub fn stop(&self, abandon: bool) {
+        self.stopper().stop(abandon);
+    }
+
+    /// A handle that stops the campaign from anywhere (a signal handler), without the
+    /// campaign itself.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.control))
+    }
+}
+
+/// Stops a campaign: see [`Campaign::stopper`].
+#[derive(Clone)]
+pub struct Stopper(Arc<Control>);
+
+impl Stopper {
+    pub fn stop(&self, abandon: bool) {
+        self.0.raise(if abandon { ABANDON } else { STOP });
+    }
+}
+
+impl<P> Drop for Campaign<P> {
+    fn drop(&mut self) {
+        // Nobody will read its outcomes: the engine stops at once (in-flight sends are
+        // abandoned, the journal keeps them as in doubt).
+        self.control.raise(ABANDON);
+        if let Some(task) = self.task.take() {
+            drop(task);
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Sending one message of a campaign: its sender's pace, then the campaign's, then the client's
+//! attempt loop (`client/execute.rs`), so the duplicate-send rules of a single send hold for
+//! each message: one idempotency key reused by its own retries, retries only when provably
+//! unsent, `unknown` for ambiguous failures. What a campaign adds here is what the platform's
+//! codes ask of a bulk sender (pause everyone, space one recipient, stop), each retry after a
+//! temporary code going out with a new key recorded in the journal first, and abandonment.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use super::handle::{Control, ABANDON, RUN};
+use super::journal::{JournalStore, Row, State};
+use super::keys::retry_key;
+use super::message::Prepared;
+use super::outcome::{Outcome, Status};
+use super::pacing::Limiter;
+use super::platform::{advice, Advice};
+use crate::client::{CallOptions, Client, Gate};
+use crate::error::{Error, Result, UnknownOutcome};
+use crate::wire::SendResult;
+
+/// A message ready to go: checked, keyed, marked in the journal if there is one.
+pub(super) struct Ready<P> {
+    pub(super) index: u64,
+    pub(super) payload: P,
+    pub(super) prepared: Prepared,
+    pub(super) key: String,
+    /// Its sender's pace (`pace="auto"`).
+    pub(super) limiter: Option<Arc<Limiter>>,
+}
+
+/// The longest wait before sending again to a recipient whose pair rate was hit (131056).
+const PAIR_RATE_WAIT_CAP: Duration = Duration::from_secs(15 * 60);
+
+/// A finished send and, when the platform asked for it, why the campaign must stop.
+pub(super) struct Finished<P> {
+    pub(super) outcome: Outcome<P>,
+    pub(super) stop: Option<String>,
+}
+
+/// What the sends of a campaign share, behind one reference count per message.
+pub(super) struct Context {
+    pub(super) client: Client,
+    /// The options of each message's call, with the campaign's gate.
+    pub(super) call: CallOptions,
+    pub(super) gate: Arc<Gate>,
+    pub(super) control: Arc<Control>,
+    /// The campaign's own pace (`rate_limit`), taken after the sender's.
+    pub(super) pace: Option<Arc<Limiter>>,
+    pub(super) journal: Option<Arc<dyn JournalStore>>,
+}
+
+/// Sends one message: its sender's pace, then the batch's, then the attempt loop; a failed
+/// commit the platform calls temporary is sent again (with a new key, see `retry_key`).
+pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finished<P> {
+    let Ready {
+        index,
+        payload,
+        prepared,
+        key,
+        limiter,
+    } = ready;
+    // A retry's own key, once there is one (most messages never need one: no allocation).
+    let current = Mutex::new(None);
+    let keys = KeyInUse {
+        index,
+        base: &key,
+        journal: context.journal.as_deref(),
+        current: &current,
+        control: &context.control,
+    };
+    let attempt = attempt(&context, &prepared, keys, limiter);
+    tokio::select! {
+        biased;
+        done = attempt => {
+            let (result, sent_key, stop) = done;
+            Finished {
+                outcome: outcome_of(index, payload, result, sent_key),
+                stop,
+            }
+        }
+        () = abandoned(&context.control) => {
+            // The key of the attempt in flight (a retry after a temporary code has its own).
+            let retry_key = current
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let key = retry_key.unwrap_or(key);
+            let mut outcome = Outcome::new(index, payload, Status::Unknown);
+            outcome.error = Some(in_doubt(&prepared, &key));
+            outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
+            outcome.idempotency_key = Some(key);
+            Finished { outcome, stop: None }
+        }
+    }
+}
+
+type Attempted = (
+    Result<crate::client::Response<SendResult>>,
+    String,
+    Option<String>,
+);
+
+/// The idempotency key a message is being sent with, and where a new one is recorded before a
+/// retry uses it.
+struct KeyInUse<'a> {
+    index: u64,
+    base: &'a str,
+    journal: Option<&'a dyn JournalStore>,
+    current: &'a Mutex<Option<String>>,
+    /// The campaign's state: a stop cuts a wait before a retry short.
+    control: &'a Control,
+}
+
+impl KeyInUse<'_> {
+    /// Records `next` as the message's key (in the journal, durably, before it is used: a
+    /// crash during the retry must leave the key it was sent with) and makes it current.
+    async fn switch_to(&self, next: &str) -> Result<()> {
+        if let Some(journal) = self.journal {
+            journal
+                .write_durably(vec![Row {
+                    index: self.index,
+                    fingerprint: None,
+                    key: Some(next.to_owned()),
+                    state: State::Dispatched,
+                    sms_id: None,
+                    code: None,
+                    msg: None,
+                    clears_doubt: false,
+                }])
+                .await?;
+        }
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *current = Some(next.to_owned());
+        Ok(())
+    }
+}
+
+/// Ready once the campaign is abandoned. It registers no waker, so that a message costs no
+/// registration with the stop signal: on `ABANDON` the engine polls every send in flight once
+/// (`Engine::abandon_in_flight`), and that poll is what ends it.
+fn abandoned(control: &Control) -> impl Future<Output = ()> + '_ {
+    std::future::poll_fn(move |_| {
+        if control.state() == ABANDON {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+}
+
+async fn attempt(
+    context: &Context,
+    prepared: &Prepared,
+    keys: KeyInUse<'_>,
+    limiter: Option<Arc<Limiter>>,
+) -> Attempted {
+    let Context {
+        client,
+        call,
+        gate,
+        pace: batch,
+        ..
+    } = context;
+    let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
+    let base = keys.base;
+    let mut key = base.to_owned();
+    let mut retries = 0;
+    loop {
+        // Slots are taken once the gate is open: messages held by a pause then leave at the
+        // pace, not together the moment it lifts. A slot taken as a pause began is given up
+        // for a new one after it.
+        loop {
+            gate.wait().await;
+            if let Some(limiter) = &limiter {
+                limiter.admit().await;
+            }
+            if let Some(batch) = &batch {
+                batch.admit().await;
+            }
+            if gate.closed_until().is_none() || (limiter.is_none() && batch.is_none()) {
+                break;
+            }
+        }
+        let result = client
+            .send_encoded(&prepared.request, prepared.body.clone(), key.clone(), call)
+            .await;
+        let code = match &result {
+            Err(Error::SendRejected(rejected)) => rejected.result.code_string(),
+            _ => None,
+        };
+        let advised = code.as_deref().map(advice);
+        match advised {
+            Some(Advice::StopCampaign) => {
+                let reason = format!(
+                    "the platform answered code {} ({}); it asks to stop sending and alert a person",
+                    code.unwrap_or_default(),
+                    rejected_msg(&result)
+                );
+                return (result, key, Some(reason));
+            }
+            Some(Advice::PauseBatch) if retries < max_retries => {
+                retries += 1;
+                if let Some(wait) = client.backoff().delay(retries, None) {
+                    gate.pause(wait);
+                }
+            }
+            Some(Advice::RetryRecipientLater) if retries < max_retries => {
+                retries += 1;
+                // The platform suggests 4^n seconds for the pair rate of one recipient; capped,
+                // so that a generous max_retries cannot hold a slot for days.
+                let wait =
+                    Duration::from_secs(4u64.saturating_pow(retries)).min(PAIR_RATE_WAIT_CAP);
+                let mut stop = keys.control.state.subscribe();
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    // Stopping: the temporary rejection is this message's outcome (not sent).
+                    _ = stop.wait_for(|state| *state != RUN) => return (result, key, None),
+                }
+            }
+            _ => return (result, key, None),
+        }
+        log::warn!(
+            target: "bizmsg",
+            "campaign: message to {} rejected with code {} (temporary); sending it again, retry \
+             {retries} of {max_retries}",
+            crate::validate::mask_phone(&prepared.request.to),
+            code.unwrap_or_default()
+        );
+        let next = retry_key(base, retries);
+        if keys.switch_to(&next).await.is_err() {
+            // The new key could not be recorded, so it is not used: the temporary failure
+            // stands as this message's outcome (the journal's failure surfaces at its next
+            // durable write, which stops the campaign).
+            return (result, key, None);
+        }
+        key = next;
+    }
+}
+
+fn rejected_msg(result: &Result<crate::client::Response<SendResult>>) -> String {
+    match result {
+        Err(Error::SendRejected(rejected)) => rejected.result.msg.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn outcome_of<P>(
+    index: u64,
+    payload: P,
+    result: Result<crate::client::Response<SendResult>>,
+    key: String,
+) -> Outcome<P> {
+    let mut outcome = match result {
+        Ok(response) => Outcome {
+            result: Some(response.value),
+            meta: Some(response.meta),
+            ..Outcome::new(index, payload, Status::Sent)
+        },
+        Err(Error::SendRejected(rejected)) => Outcome {
+            result: Some(rejected.result.clone()),
+            meta: Some(rejected.meta.clone()),
+            error: Some(Error::SendRejected(rejected)),
+            ..Outcome::new(index, payload, Status::Rejected)
+        },
+        Err(error @ Error::SendOutcomeUnknown(_)) => Outcome {
+            error: Some(error),
+            ..Outcome::new(index, payload, Status::Unknown)
+        },
+        Err(error) => Outcome::failed(index, payload, error),
+    };
+    outcome.idempotency_key = Some(key);
+    outcome
+}
+
+/// Errors after which no other message of the campaign can succeed either: the credentials or
+/// the endpoint are wrong, or the client is gone. Stopping beats failing a million messages.
+pub(super) fn stops_the_campaign(error: &Error) -> Option<String> {
+    let fatal = match error {
+        Error::Api(api) => matches!(api.status_code, 401 | 403 | 404),
+        Error::Closed | Error::Configuration(_) | Error::TokenProvider { .. } => true,
+        _ => false,
+    };
+    fatal.then(|| format!("{error}; no other message could be sent"))
+}
+
+/// The error of a message left in doubt: it may have been sent with `key`.
+pub(super) fn in_doubt(prepared: &Prepared, key: &str) -> Error {
+    Error::SendOutcomeUnknown(Box::new(UnknownOutcome {
+        idempotency_key: key.to_owned(),
+        to: prepared.request.to.clone(),
+        template_name: prepared.request.template.name.clone(),
+        request_id: None,
+        cause: Box::new(Error::Campaign(
+            "the campaign stopped while the message was in flight".to_owned(),
+        )),
+    }))
+}

@@ -1,0 +1,222 @@
+//! A campaign end to end, through its handle, against the embedded sandbox: outcomes in input
+//! order, abandonment, re-runs from the journal, derived keys.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::api::SendMessage;
+use crate::campaign::{Campaign, Event, Input, Options, Outcome, Prepared, Status, Summary};
+use crate::client::{CallOptions, Client};
+use crate::client::{ClientConfig, TokenSource};
+use crate::sandbox::{Sandbox, SandboxConfig};
+
+fn message(to: &str, from: &str) -> SendMessage {
+    SendMessage {
+        to: to.into(),
+        from: from.into(),
+        template_name: "order_update".into(),
+        parameters: serde_json::json!(["A-1"]),
+        language: "en".into(),
+    }
+}
+
+/// Runs a campaign over `messages` to the end; its outcomes by index.
+async fn run(client: &Client, options: Options, messages: &[SendMessage]) -> Vec<Outcome<()>> {
+    let mut campaign =
+        Campaign::start(client.clone(), options, &tokio::runtime::Handle::current()).unwrap();
+    let pending: VecDeque<Input<()>> = messages
+        .iter()
+        .enumerate()
+        .map(|(index, message)| Input {
+            index: index as u64,
+            payload: (),
+            message: Prepared::new(message, None),
+        })
+        .collect();
+    let (outcomes, summary) = drive(&mut campaign, pending).await;
+    let error = summary.and_then(|summary| summary.error);
+    assert!(error.is_none(), "{error:?}");
+    outcomes
+}
+
+/// Feeds `pending` as the engine asks for it and collects the outcomes (by index) and the
+/// summary, until `Done`.
+async fn drive(
+    campaign: &mut Campaign<()>,
+    mut pending: VecDeque<Input<()>>,
+) -> (Vec<Outcome<()>>, Option<Summary>) {
+    let mut outcomes = Vec::new();
+    let mut summary = None;
+    while let Some(event) = campaign.next_event().await {
+        match event {
+            Event::NeedInput(wanted) => {
+                let chunk: Vec<Input<()>> = pending.drain(..wanted.min(pending.len())).collect();
+                if chunk.is_empty() {
+                    campaign.end_input();
+                } else {
+                    campaign.feed(chunk);
+                }
+            }
+            Event::Outcomes(batch) => outcomes.extend(batch),
+            Event::Warning(_) => {}
+            Event::Done(done) => {
+                summary = Some(done);
+                break;
+            }
+        }
+    }
+    outcomes.sort_by_key(|outcome| outcome.index);
+    (outcomes, summary)
+}
+
+async fn setup() -> (Sandbox, Client, String) {
+    let sandbox = Sandbox::start(SandboxConfig::default()).await.unwrap();
+    let client = Client::new(ClientConfig::new(
+        sandbox.base_url(),
+        TokenSource::Static(sandbox.token()),
+    ))
+    .unwrap();
+    let page = client
+        .list_business_phone_numbers(
+            crate::api::PageRequest::new(1, 1).unwrap(),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    let sender = page.value.data[0].display_phone_number.clone().unwrap();
+    (sandbox, client, sender)
+}
+
+fn statuses(outcomes: &[Outcome<()>]) -> Vec<&'static str> {
+    outcomes.iter().map(|o| o.status.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_has_one_outcome_in_input_order() {
+    let (sandbox, client, sender) = setup().await;
+    let mut messages: Vec<SendMessage> = (0..700)
+        .map(|i| message(&format!("86138{i:08}"), &sender))
+        .collect();
+    messages.push(message("12", &sender));
+    messages.push(message("8613800000003", &sender));
+    let outcomes = run(&client, Options::default(), &messages).await;
+    assert_eq!(outcomes.len(), 702);
+    assert!(outcomes
+        .iter()
+        .enumerate()
+        .all(|(i, o)| o.index == i as u64));
+    assert_eq!(outcomes[700].status, Status::Failed);
+    assert_eq!(outcomes[701].duplicate_of, Some(3));
+    assert_eq!(sandbox.stats().accepted, 700);
+}
+
+/// Runs 20 messages at concurrency 8 against a server that sits on every request, and
+/// abandons the campaign once the first 8 reached it: the outcomes and the summary.
+async fn abandon_with_8_in_flight(stop_on_error: bool) -> (Vec<Outcome<()>>, Summary) {
+    let (sandbox, client, sender) = setup().await;
+    sandbox.set_delay(Duration::from_secs(60));
+    let options = Options {
+        concurrency: 8,
+        stop_on_error,
+        ..Options::default()
+    };
+    let mut campaign =
+        Campaign::start(client, options, &tokio::runtime::Handle::current()).unwrap();
+    let pending: VecDeque<Input<()>> = (0..20u64)
+        .map(|index| Input {
+            index,
+            payload: (),
+            message: Prepared::new(&message(&format!("86138{index:08}"), &sender), None),
+        })
+        .collect();
+    let stopper = campaign.stopper();
+    let abandon = tokio::spawn(async move {
+        // The sandbox counts a send when it arrives, before its delay.
+        while sandbox.stats().sends < 8 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stopper.stop(true);
+        sandbox
+    });
+    let collected =
+        tokio::time::timeout(Duration::from_secs(20), drive(&mut campaign, pending)).await;
+    let (outcomes, summary) = collected.expect("the abandoned campaign did not end");
+    let sandbox = abandon.await.unwrap();
+    assert_eq!(sandbox.stats().sends, 8);
+    (outcomes, summary.unwrap())
+}
+
+/// A send in flight is not woken by the stop signal itself (no registration per message):
+/// the engine polls each one when the campaign is abandoned. Every one must end at once,
+/// unknown, while the server still sits on the requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoning_ends_every_send_in_flight_at_once_as_unknown() {
+    for stop_on_error in [false, true] {
+        let (outcomes, summary) = abandon_with_8_in_flight(stop_on_error).await;
+        assert_eq!(outcomes.len(), 20);
+        let abandoned: Vec<&Outcome<()>> = outcomes
+            .iter()
+            .filter(|o| o.status == Status::Unknown)
+            .collect();
+        assert_eq!(abandoned.len(), 8, "{:?}", statuses(&outcomes));
+        for outcome in &abandoned {
+            assert_eq!(
+                outcome.reason.as_deref(),
+                Some("abandoned while in flight: it may have been sent")
+            );
+            assert!(outcome.idempotency_key.is_some());
+        }
+        assert!(outcomes
+            .iter()
+            .filter(|o| o.status != Status::Unknown)
+            .all(|o| o.status == Status::Skipped
+                && o.reason.as_deref() == Some("not sent: the campaign was interrupted")));
+        // Regression: with stop_on_error, the first abandoned message (unknown) was taken
+        // for the reason of the stop.
+        let stopped = summary.stopped.unwrap();
+        assert_eq!(
+            (stopped.index, stopped.reason.as_str()),
+            (None, "interrupted")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_with_the_journal_sends_nothing_twice() {
+    // Regression: a duplicate the first run skipped was sent by the second run, because
+    // its journal row ("skipped") skipped the duplicate check.
+    let (sandbox, client, sender) = setup().await;
+    let dir = std::env::temp_dir().join(format!("bizmsg-engine-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = Options {
+        journal: Some(dir.join("c.db")),
+        ..Options::default()
+    };
+    let same = message("8613800138000", &sender);
+    let messages = vec![same.clone(), same, message("8613800138001", &sender)];
+    let first = run(&client, options.clone(), &messages).await;
+    assert_eq!(statuses(&first), ["sent", "skipped", "sent"]);
+    let second = run(&client, options, &messages).await;
+    assert_eq!(statuses(&second), ["skipped", "skipped", "skipped"]);
+    assert_eq!(second[1].duplicate_of, Some(0));
+    assert_eq!(sandbox.stats().accepted, 2, "each message committed once");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_id_gives_every_run_the_same_keys() {
+    let (sandbox, client, sender) = setup().await;
+    let options = Options {
+        campaign_id: Some("spring".into()),
+        ..Options::default()
+    };
+    let messages = vec![message("8613800138000", &sender)];
+    let first = run(&client, options.clone(), &messages).await;
+    let second = run(&client, options, &messages).await;
+    assert_eq!(first[0].idempotency_key, second[0].idempotency_key);
+    assert_eq!(statuses(&second), ["sent"]);
+    // The second run's send was answered from the key: nothing went out twice.
+    assert_eq!((sandbox.stats().accepted, sandbox.stats().replayed), (1, 1));
+}
