@@ -140,7 +140,7 @@ impl fmt::Display for Error {
                  retried. It went out with Idempotency-Key {:?}: check whether it arrived before \
                  sending again (re-sending with idempotency_key= that key is safe only where the \
                  service honours the header, as the sandbox does)",
-                crate::validate::mask_phone(&unknown.to),
+                crate::masking::mask_phone(&unknown.to),
                 unknown.template_name,
                 unknown.cause,
                 unknown.idempotency_key

@@ -213,18 +213,6 @@ fn describe_char(c: char) -> String {
     }
 }
 
-/// A phone number as logs may show it: `8613800000000` -> `8613****0000`.
-pub fn mask_phone(value: &str) -> String {
-    let chars: Vec<char> = value.chars().collect();
-    if chars.len() <= 8 {
-        let tail: String = chars.iter().skip(chars.len().saturating_sub(2)).collect();
-        return format!("****{tail}");
-    }
-    let head: String = chars.iter().take(4).collect();
-    let tail: String = chars.iter().skip(chars.len() - 4).collect();
-    format!("{head}****{tail}")
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -316,8 +304,6 @@ mod tests {
         for bad in ["", "a b", "a\r\nX-Evil: 1", "tab\t", "nl\n"] {
             assert!(header_value("token", bad).is_err(), "{bad:?}");
         }
-        assert_eq!(mask_phone("8613800000000"), "8613****0000");
-        assert_eq!(mask_phone("1234"), "****34");
     }
 
     #[test]

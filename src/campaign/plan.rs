@@ -160,7 +160,7 @@ impl Planner {
                         None,
                         Some(format!(
                             "{} is not a business phone number of this account",
-                            crate::validate::mask_phone(digits)
+                            crate::masking::mask_phone(digits)
                         )),
                         None,
                     ),

@@ -228,7 +228,7 @@ async fn attempt(
             target: "bizmsg",
             "campaign: message to {} rejected with code {} (temporary); sending it again, retry \
              {retries} of {max_retries}",
-            crate::validate::mask_phone(&prepared.request.to),
+            crate::masking::mask_phone(&prepared.request.to),
             code.unwrap_or_default()
         );
         let next = retry_key(base, retries);

@@ -161,14 +161,14 @@ pub fn verdict(sender: &Sender) -> Verdict {
     if !status.eq_ignore_ascii_case("CONNECTED") {
         return Verdict::Refuse(format!(
             "sender {} has status {status}; only CONNECTED numbers can send",
-            crate::validate::mask_phone(number)
+            crate::masking::mask_phone(number)
         ));
     }
     let throughput = sender.throughput.as_deref().unwrap_or("");
     if throughput.eq_ignore_ascii_case("NOT_APPLICABLE") {
         return Verdict::Refuse(format!(
             "sender {} has throughput NOT_APPLICABLE: the number is not registered to send",
-            crate::validate::mask_phone(number)
+            crate::masking::mask_phone(number)
         ));
     }
     let quality = sender
@@ -186,11 +186,11 @@ pub fn verdict(sender: &Sender) -> Verdict {
         "RED" => Some(format!(
             "sender {} has quality RED (low): the platform may restrict it; consider pausing \
              this campaign",
-            crate::validate::mask_phone(number)
+            crate::masking::mask_phone(number)
         )),
         "YELLOW" => Some(format!(
             "sender {} has quality YELLOW (medium): paced at {:.0}/s, half its throughput",
-            crate::validate::mask_phone(number),
+            crate::masking::mask_phone(number),
             pace.unwrap_or_default()
         )),
         _ => None,
@@ -248,7 +248,7 @@ impl SenderPolicy {
                 format!(
                     "{} is not a business phone number of this account (checked before \
                      sending, pace=\"auto\")",
-                    crate::validate::mask_phone(from)
+                    crate::masking::mask_phone(from)
                 ),
             ));
         };
@@ -265,7 +265,7 @@ impl SenderPolicy {
                         message: format!(
                             "sender {} has throughput {:?}, whose pace is unknown: it is not \
                              paced",
-                            crate::validate::mask_phone(from),
+                            crate::masking::mask_phone(from),
                             sender.throughput.as_deref().unwrap_or("")
                         ),
                         account_id: Some(sender.account_id.clone()),

@@ -3,12 +3,15 @@
 
 mod body;
 mod config;
-mod connection;
+mod decide;
+mod direct;
+mod error_body;
 mod execute;
 mod gate;
-pub(crate) mod http1;
 mod meta;
-mod pool;
+mod operation;
+mod per_runtime;
+mod proxied;
 mod request;
 mod retry;
 mod tls;
@@ -27,8 +30,10 @@ pub use retry::{Backoff, RetryObserver};
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
-pub use execute::error_body;
-pub(crate) use execute::{Answer, Operation, SendContext};
+pub(crate) use direct::check_any_answer;
+pub use error_body::error_body;
+pub(crate) use execute::Answer;
+pub(crate) use operation::{Operation, SendContext};
 
 use crate::error::{Error, Result};
 
@@ -234,7 +239,7 @@ fn reserved_header(name: &HeaderName) -> Option<&'static str> {
     };
     if name == AUTHORIZATION {
         Some("it comes from `token`")
-    } else if name == execute::IDEMPOTENCY_KEY {
+    } else if name == operation::IDEMPOTENCY_KEY {
         Some("each send gets a fresh one; pass idempotency_key= to a send to choose it")
     } else if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, HOST].contains(name) {
         Some("it is set by the HTTP client from the request itself")

@@ -1,4 +1,5 @@
-//! When a failed attempt is tried again, and after how long.
+//! How long to wait before a retry: exponential backoff with jitter, or the service's
+//! `Retry-After`. (Whether to retry at all is `decide.rs`'s.)
 //!
 //! Delay before retry `n` (1-based): `min(max, initial * 2^(n-1)) * (1 - jitter * u)` with `u`
 //! uniform in [0, 1). A `Retry-After` the service sends (seconds or an HTTP date) is used as is
@@ -7,7 +8,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::execute::Safety;
 use crate::error::Error;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,26 +54,6 @@ impl Backoff {
     }
 }
 
-/// Whether an attempt that failed with `error` may be tried again. `reached`: whether the
-/// request's body was handed to a connection (for a request without a body, always true).
-///
-/// A list is read-only: any transport failure and the usual transient statuses are retried.
-/// A send is a message to a person: it is retried only when the service provably did not
-/// process it: no connection was made, the body never left (so nothing the service could
-/// process did), or the service answered 429/503, which it sends before processing.
-pub(crate) fn is_retryable(safety: Safety, error: &Error, reached: bool) -> bool {
-    match (safety, error) {
-        (_, Error::Connect(_)) => true,
-        (Safety::Idempotent, Error::Timeout(_) | Error::ConnectionBroken(_)) => true,
-        (Safety::SendOnce, Error::Timeout(_) | Error::ConnectionBroken(_)) => !reached,
-        (Safety::Idempotent, Error::Api(api)) => {
-            matches!(api.status_code, 408 | 429 | 500 | 502 | 503 | 504)
-        }
-        (Safety::SendOnce, Error::Api(api)) => matches!(api.status_code, 429 | 503),
-        _ => false,
-    }
-}
-
 /// `Retry-After`: delay-seconds or an HTTP date.
 pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
@@ -99,19 +79,6 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::error::{ApiBody, ApiError};
-
-    fn api(status: u16) -> Error {
-        Error::Api(Box::new(ApiError {
-            status_code: status,
-            method: "POST".into(),
-            url: "u".into(),
-            body: ApiBody::Text(String::new()),
-            request_id: None,
-            retry_after: None,
-            message: String::new(),
-        }))
-    }
 
     #[test]
     fn delays_grow_are_capped_and_jittered() {
@@ -161,32 +128,5 @@ mod tests {
         for huge in ["99999999999999999999", "1e20", "1e308"] {
             assert_eq!(parse_retry_after(huge, now), Some(Duration::MAX), "{huge}");
         }
-    }
-
-    #[test]
-    fn sends_are_retried_only_when_provably_unprocessed() {
-        let connect = Error::Connect("refused".into());
-        let timeout = Error::Timeout("read".into());
-        let broken = Error::ConnectionBroken("reset".into());
-        assert!(is_retryable(Safety::SendOnce, &connect, true));
-        assert!(!is_retryable(Safety::SendOnce, &timeout, true));
-        assert!(!is_retryable(Safety::SendOnce, &broken, true));
-        // The body never left: nothing the service could have processed.
-        assert!(is_retryable(Safety::SendOnce, &timeout, false));
-        assert!(is_retryable(Safety::SendOnce, &broken, false));
-        for status in [429, 503] {
-            assert!(is_retryable(Safety::SendOnce, &api(status), true));
-        }
-        for status in [400, 408, 500, 502, 504] {
-            assert!(
-                !is_retryable(Safety::SendOnce, &api(status), true),
-                "{status}"
-            );
-        }
-        for status in [408, 429, 500, 502, 503, 504] {
-            assert!(is_retryable(Safety::Idempotent, &api(status), true));
-        }
-        assert!(is_retryable(Safety::Idempotent, &timeout, true));
-        assert!(!is_retryable(Safety::Idempotent, &api(404), true));
     }
 }

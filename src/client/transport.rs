@@ -1,34 +1,28 @@
-//! Getting a request to the service and its answer back: the connection pool.
+//! Getting a request to the service and its answer back: the interface both transports
+//! implement, and the choice between them.
 //!
 //! Two transports, chosen when the client is made:
-//! - **direct** (the usual case): HTTP/1.1 connections opened by bizmsg itself (TCP, TLS for
-//!   `https://`), kept alive in an idle list per runtime. Each exchange drives its connection in
-//!   its own task, which is what makes a call cost no thread hop and no extra task wake-up.
-//! - **proxied**: when a proxy applies (`proxy=`, or the `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY`
-//!   environment), requests go through reqwest, which implements proxies (and may use HTTP/2).
+//! - **direct** (`direct/`, the usual case): HTTP/1.1 spoken by bizmsg itself on connections it
+//!   opens and pools.
+//! - **proxied** (`proxied.rs`): when a proxy applies (`proxy=`, or the `HTTPS_PROXY`/
+//!   `HTTP_PROXY`/`ALL_PROXY` environment), requests go through reqwest, which implements
+//!   proxies (and may use HTTP/2).
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
-//! in the same terms, so the attempt loop (`execute.rs`) cannot tell them apart.
+//! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
+//! (`execute.rs`) cannot tell them apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use http::HeaderValue;
+use bytes::Bytes;
 
 use super::config::{ClientConfig, Verify};
-use super::connection::{chain, read_limited, Conn, Connector, Reply};
-use super::pool::PerRuntime;
+use super::direct::DirectTransport;
+use super::proxied::ProxiedTransport;
 use super::request::Outgoing;
 use super::tls;
 use crate::error::{Error, Result};
-
-/// Below the 60 s idle limit common to servers and load balancers, so the pool drops an idle
-/// connection before the server does (reusing one the server is closing makes a send's
-/// outcome unknown).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
-/// Idle connections kept per runtime; more are closed when they come back.
-const MAX_IDLE: usize = 512;
 
 /// Which transport a client uses; `BIZMSG_TRANSPORT=direct|proxied` forces one (for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,32 +31,35 @@ pub enum TransportKind {
     Proxied,
 }
 
+/// An answer as it came off the wire.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    /// `X-Request-Id`, the service's id of the request.
+    pub(crate) request_id: Option<String>,
+    /// `Retry-After`, unparsed.
+    pub(crate) retry_after: Option<String>,
+    /// The body, or its first `limit` bytes when it was larger (see `oversized`).
+    pub(crate) body: Bytes,
+    /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
+    /// seen so far (reading stopped there).
+    pub(crate) oversized: Option<Oversized>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Oversized {
+    pub(crate) size: u64,
+    pub(crate) declared: bool,
+}
+
 pub(crate) struct Transport {
     route: Route,
     closed: AtomicBool,
 }
 
 enum Route {
-    Direct {
-        connector: Connector,
-        /// `host[:port]`, as HTTP/1.1 requires in every request.
-        host: HeaderValue,
-        idle: PerRuntime<Conn>,
-    },
-    Proxied {
-        // Boxed: a rustls configuration is large, and most clients are direct.
-        settings: Box<ProxiedSettings>,
-        clients: PerRuntime<reqwest::Client>,
-    },
-}
-
-struct ProxiedSettings {
-    connect_timeout: Duration,
-    proxy: Option<String>,
-    tls: Option<rustls::ClientConfig>,
-    /// `http://` to loopback: environment proxies are not used, or the token would travel in
-    /// clear text to the proxy.
-    local_plain_http: bool,
+    Direct(DirectTransport),
+    // Boxed: a rustls configuration is large, and most clients are direct.
+    Proxied(Box<ProxiedTransport>),
 }
 
 impl Transport {
@@ -86,29 +83,20 @@ impl Transport {
                 } else {
                     None
                 };
-                Route::Direct {
-                    connector: Connector::new(base, tls, connect_timeout)?,
-                    host: host_header(base)?,
-                    idle: PerRuntime::new(),
-                }
+                Route::Direct(DirectTransport::new(base, tls, connect_timeout)?)
             }
             TransportKind::Proxied => {
-                let settings = ProxiedSettings {
-                    connect_timeout,
-                    proxy: config.proxy.clone(),
-                    tls: if https {
-                        Some(tls::config(&config.verify, tls::ALPN_H2_HTTP1)?)
-                    } else {
-                        None
-                    },
-                    local_plain_http,
+                let tls = if https {
+                    Some(tls::config(&config.verify, tls::ALPN_H2_HTTP1)?)
+                } else {
+                    None
                 };
-                // Built once now, so a bad proxy URL is refused when the client is made.
-                settings.build()?;
-                Route::Proxied {
-                    settings: Box::new(settings),
-                    clients: PerRuntime::new(),
-                }
+                Route::Proxied(Box::new(ProxiedTransport::new(
+                    connect_timeout,
+                    config.proxy.clone(),
+                    tls,
+                    local_plain_http,
+                )?))
             }
         };
         if let Verify::CaBundle(path) = &config.verify {
@@ -128,8 +116,8 @@ impl Transport {
 
     pub(crate) fn kind(&self) -> TransportKind {
         match self.route {
-            Route::Direct { .. } => TransportKind::Direct,
-            Route::Proxied { .. } => TransportKind::Proxied,
+            Route::Direct(_) => TransportKind::Direct,
+            Route::Proxied(_) => TransportKind::Proxied,
         }
     }
 
@@ -140,24 +128,12 @@ impl Transport {
             return Err(Error::Closed);
         }
         match &self.route {
-            Route::Direct {
-                connector,
-                host,
-                idle,
-            } => send_direct(connector, host, idle, request, limit).await,
-            Route::Proxied { settings, clients } => {
-                let client = match clients.with(|list| list.first().cloned()) {
-                    Some(client) => client,
-                    None => {
-                        let client = settings.build()?;
-                        clients.with(|list| list.push(client.clone()));
-                        client
-                    }
-                };
+            Route::Direct(direct) => direct.send(request, limit).await,
+            Route::Proxied(proxied) => {
                 // Boxed: reqwest's future is large, and would make every direct send's
                 // future (which embeds this one) as large, copied at each move. (Bound first:
                 // a temporary in the statement of an `.await` takes room across it.)
-                let sending = Box::pin(send_proxied(&client, request, limit));
+                let sending = Box::pin(proxied.send(request, limit));
                 sending.await
             }
         }
@@ -166,8 +142,8 @@ impl Transport {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         match &self.route {
-            Route::Direct { idle, .. } => idle.close(),
-            Route::Proxied { clients, .. } => clients.close(),
+            Route::Direct(direct) => direct.close(),
+            Route::Proxied(proxied) => proxied.close(),
         }
     }
 
@@ -208,155 +184,4 @@ fn proxy_may_apply(https: bool) -> bool {
     names
         .iter()
         .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
-}
-
-fn host_header(base: &reqwest::Url) -> Result<HeaderValue> {
-    let host = base
-        .host_str()
-        .ok_or_else(|| Error::Configuration(format!("base_url {base} has no host")))?;
-    let text = match base.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_owned(),
-    };
-    HeaderValue::from_str(&text)
-        .map_err(|_| Error::Configuration(format!("{text:?} is not a valid Host header")))
-}
-
-async fn send_direct(
-    connector: &Connector,
-    host: &HeaderValue,
-    idle: &PerRuntime<Conn>,
-    mut request: Outgoing,
-    limit: u64,
-) -> Result<Reply> {
-    loop {
-        let (mut conn, reused) = match checkout(idle) {
-            Some(conn) => (conn, true),
-            None => {
-                // Boxed: a TLS handshake's future is large, and it runs once per connection,
-                // while every exchange's future would otherwise carry (and copy) its size.
-                let connecting = Box::pin(connector.connect());
-                (connecting.await?, false)
-            }
-        };
-        match conn.exchange(request, host, limit).await {
-            Ok((reply, reusable)) => {
-                if reusable {
-                    conn.idle_since = Instant::now();
-                    idle.with(|list| {
-                        if list.len() < MAX_IDLE {
-                            list.push(conn);
-                        }
-                    });
-                }
-                return Ok(reply);
-            }
-            // A pooled connection that turned out closed before the request was written:
-            // nothing left, so it is safe to try again on a new connection.
-            Err(failed) if reused && failed.returned.is_some() => {
-                log::debug!(
-                    target: "bizmsg",
-                    "a pooled connection was closed; sending on a new one ({})",
-                    failed.error
-                );
-                let Some(returned) = failed.returned else {
-                    return Err(failed.error);
-                };
-                request = returned;
-            }
-            Err(failed) => return Err(failed.error),
-        }
-    }
-}
-
-/// The most recently used idle connection that is still open.
-fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
-    idle.with(|list| {
-        while let Some(mut conn) = list.pop() {
-            let idle_for = conn.idle_since.elapsed();
-            if idle_for < IDLE_TIMEOUT && conn.is_open(idle_for) {
-                return Some(conn);
-            }
-        }
-        None
-    })
-}
-
-async fn send_proxied(client: &reqwest::Client, request: Outgoing, limit: u64) -> Result<Reply> {
-    let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
-        .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
-    let response = client.execute(request).await.map_err(reqwest_error)?;
-    let response = http::Response::<reqwest::Body>::from(response);
-    let (parts, mut body) = response.into_parts();
-    let declared = http_body::Body::size_hint(&body).exact();
-    let (body, oversized) = read_limited(&mut body, declared, limit).await?;
-    let text = |name| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-    };
-    Ok(Reply {
-        status: parts.status.as_u16(),
-        request_id: text(http::HeaderName::from_static("x-request-id")),
-        retry_after: text(http::header::RETRY_AFTER),
-        body,
-        oversized,
-    })
-}
-
-impl ProxiedSettings {
-    fn build(&self) -> Result<reqwest::Client> {
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(IDLE_TIMEOUT)
-            // Redirects would re-send a POST somewhere the caller did not name.
-            .redirect(reqwest::redirect::Policy::none())
-            // Every retry goes through our loop, so it is counted, logged and judged for send
-            // safety in one place (HTTP/2 refusals included, see reqwest_error).
-            .retry(reqwest::retry::never());
-        if let Some(tls) = &self.tls {
-            builder = builder.tls_backend_preconfigured(tls.clone());
-        }
-        if let Some(proxy) = &self.proxy {
-            let proxy = reqwest::Proxy::all(proxy.as_str())
-                .map_err(|e| Error::Configuration(format!("proxy {proxy:?} is not usable: {e}")))?
-                .no_proxy(reqwest::NoProxy::from_env());
-            builder = builder.proxy(proxy);
-        } else if self.local_plain_http {
-            builder = builder.no_proxy();
-        }
-        builder
-            .build()
-            .map_err(|e| Error::Configuration(format!("cannot build the HTTP client: {e}")))
-    }
-}
-
-fn reqwest_error(error: reqwest::Error) -> Error {
-    let detail = chain(&error);
-    if error.is_connect() || refused_by_http2(&error) {
-        Error::Connect(detail)
-    } else if error.is_timeout() {
-        Error::Timeout(detail)
-    } else {
-        Error::ConnectionBroken(detail)
-    }
-}
-
-/// An HTTP/2 refusal that guarantees the request was not processed (RFC 9113 8.7): a graceful
-/// GOAWAY, or the stream refused. Such a request never reached the service, like a failed
-/// connect.
-fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            let graceful = h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR);
-            let refused = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
-            return h2.is_remote() && (graceful || refused);
-        }
-        source = cause.source();
-    }
-    false
 }

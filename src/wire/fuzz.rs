@@ -70,7 +70,7 @@ pub fn decode_everything(data: &[u8]) {
     let (_, message) = crate::client::error_body(data);
     assert!(message.chars().count() <= 501, "error message not bounded");
     // The same bytes as an HTTP/1.1 answer off the wire (the direct transport's parser).
-    crate::client::http1::check_any_answer(data);
+    crate::client::check_any_answer(data);
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One direct HTTP/1.1 connection to the service: connecting (TCP, then TLS for `https://`),
 //! and request/response exchanges on it.
 //!
-//! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`http1.rs`): the request
+//! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`codec.rs`): the request
 //! goes out in one write, and a small answer usually comes in with one read, into a buffer the
 //! connection keeps. Nothing else polls the socket, so an answer wakes no other task and no
 //! other thread, and no per-request channel or connection task exists (hyper's client needs
@@ -17,16 +17,16 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderValue;
-use http_body::Body;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::body::Abandoned;
-use super::http1::{self, Chunked, Framing, Malformed};
-use super::request::Outgoing;
+use super::codec::{self, Chunked, Framing, Malformed};
+use crate::client::body::Abandoned;
+use crate::client::request::Outgoing;
+use crate::client::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
 
 /// A TCP stream, or one wrapped in TLS.
@@ -188,26 +188,6 @@ pub(crate) struct Conn {
     pub(crate) idle_since: Instant,
 }
 
-/// An answer as it came off the wire.
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    /// `X-Request-Id`, the service's id of the request.
-    pub(crate) request_id: Option<String>,
-    /// `Retry-After`, unparsed.
-    pub(crate) retry_after: Option<String>,
-    /// The body, or its first `limit` bytes when it was larger (see `oversized`).
-    pub(crate) body: Bytes,
-    /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
-    /// seen so far (reading stopped there).
-    pub(crate) oversized: Option<Oversized>,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Oversized {
-    pub(crate) size: u64,
-    pub(crate) declared: bool,
-}
-
 /// Why an exchange failed, and the request when it certainly never left.
 pub(crate) struct Failed {
     pub(crate) error: Error,
@@ -287,7 +267,7 @@ impl Conn {
         let Ok(data) = request.body.claim() else {
             return Err(broken(Abandoned.to_string()));
         };
-        http1::encode_request(
+        codec::encode_request(
             &mut self.output,
             &method,
             request.target(),
@@ -323,10 +303,10 @@ impl Conn {
         let mut scanned = 0;
         let head = loop {
             let parse = scanned == 0
-                || self.input.len() >= http1::MAX_HEAD
-                || http1::may_end_head(&self.input, scanned);
+                || self.input.len() >= codec::MAX_HEAD
+                || codec::may_end_head(&self.input, scanned);
             let parsed = if parse {
-                http1::parse_head(&self.input, method)
+                codec::parse_head(&self.input, method)
             } else {
                 Ok(None)
             };
@@ -473,85 +453,4 @@ async fn write_all(
         }
     }
     stream.flush().await.map_err(|error| (false, error))
-}
-
-/// Reads a body up to `limit` bytes. Past the limit (declared, or seen while reading a body
-/// without a length), stops at once and says so; the bytes read so far are kept.
-pub(crate) async fn read_limited<B>(
-    body: &mut B,
-    declared: Option<u64>,
-    limit: u64,
-) -> Result<(Bytes, Option<Oversized>)>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::error::Error,
-{
-    if let Some(size) = declared.filter(|size| *size > limit) {
-        return Ok((
-            Bytes::new(),
-            Some(Oversized {
-                size,
-                declared: true,
-            }),
-        ));
-    }
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<BytesMut> = None;
-    let mut seen: u64 = 0;
-    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
-        let frame = frame.map_err(|e| {
-            Error::ConnectionBroken(format!(
-                "the answer's body could not be read: {}",
-                chain(&e)
-            ))
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
-        seen = seen.saturating_add(data.len() as u64);
-        if seen > limit {
-            let mut kept = joined.unwrap_or_else(|| first.map(BytesMut::from).unwrap_or_default());
-            let room = usize::try_from(limit)
-                .unwrap_or(usize::MAX)
-                .saturating_sub(kept.len());
-            kept.extend_from_slice(data.get(..room.min(data.len())).unwrap_or_default());
-            return Ok((
-                kept.freeze(),
-                Some(Oversized {
-                    size: seen,
-                    declared: false,
-                }),
-            ));
-        }
-        // One frame is the common case (a small JSON answer): kept without copying.
-        match (&mut first, &mut joined) {
-            (None, None) => first = Some(data),
-            (Some(_), None) => {
-                let mut buffer = BytesMut::from(first.take().unwrap_or_default());
-                buffer.extend_from_slice(&data);
-                joined = Some(buffer);
-            }
-            (_, Some(buffer)) => buffer.extend_from_slice(&data),
-        }
-    }
-    let body = match joined {
-        Some(buffer) => buffer.freeze(),
-        None => first.unwrap_or_default(),
-    };
-    Ok((body, None))
-}
-
-/// `error: cause: cause of cause`.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -1,0 +1,101 @@
+//! The direct transport (the usual case): HTTP/1.1 connections opened by bizmsg itself (TCP,
+//! TLS for `https://`), kept alive in an idle list per runtime. Each exchange drives its
+//! connection in the caller's own task, which is what makes a call cost no thread hop and no
+//! extra task wake-up.
+//!
+//! - `codec.rs`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
+//! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
+//! - `pool.rs`: the idle connections and which one a request takes.
+
+mod codec;
+mod connection;
+mod pool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+
+use super::per_runtime::PerRuntime;
+use super::request::Outgoing;
+use super::transport::Reply;
+use crate::error::{Error, Result};
+use connection::{Conn, Connector};
+
+pub(crate) use codec::check_any_answer;
+pub(crate) use pool::IDLE_TIMEOUT;
+
+pub(crate) struct DirectTransport {
+    connector: Connector,
+    /// `host[:port]`, as HTTP/1.1 requires in every request.
+    host: HeaderValue,
+    idle: PerRuntime<Conn>,
+}
+
+impl DirectTransport {
+    pub(crate) fn new(
+        base: &reqwest::Url,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        connect_timeout: Duration,
+    ) -> Result<Self> {
+        Ok(DirectTransport {
+            connector: Connector::new(base, tls, connect_timeout)?,
+            host: host_header(base)?,
+            idle: PerRuntime::new(),
+        })
+    }
+
+    /// Sends `request` and reads its answer, at most `limit` bytes of body.
+    pub(crate) async fn send(&self, mut request: Outgoing, limit: u64) -> Result<Reply> {
+        loop {
+            let (mut conn, reused) = match pool::checkout(&self.idle) {
+                Some(conn) => (conn, true),
+                None => {
+                    // Boxed: a TLS handshake's future is large, and it runs once per
+                    // connection, while every exchange's future would otherwise carry (and
+                    // copy) its size.
+                    let connecting = Box::pin(self.connector.connect());
+                    (connecting.await?, false)
+                }
+            };
+            match conn.exchange(request, &self.host, limit).await {
+                Ok((reply, reusable)) => {
+                    if reusable {
+                        pool::check_in(&self.idle, conn);
+                    }
+                    return Ok(reply);
+                }
+                // A pooled connection that turned out closed before the request was written:
+                // nothing left, so it is safe to try again on a new connection.
+                Err(failed) if reused && failed.returned.is_some() => {
+                    log::debug!(
+                        target: "bizmsg",
+                        "a pooled connection was closed; sending on a new one ({})",
+                        failed.error
+                    );
+                    let Some(returned) = failed.returned else {
+                        return Err(failed.error);
+                    };
+                    request = returned;
+                }
+                Err(failed) => return Err(failed.error),
+            }
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        self.idle.close();
+    }
+}
+
+fn host_header(base: &reqwest::Url) -> Result<HeaderValue> {
+    let host = base
+        .host_str()
+        .ok_or_else(|| Error::Configuration(format!("base_url {base} has no host")))?;
+    let text = match base.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    HeaderValue::from_str(&text)
+        .map_err(|_| Error::Configuration(format!("{text:?} is not a valid Host header")))
+}
