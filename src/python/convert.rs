@@ -16,7 +16,10 @@ use serde_json::{Map, Number, Value};
 
 use crate::client::Meta;
 use crate::error::Error;
-use crate::wire::{BusinessAccount, BusinessPhoneNumber, Page, RawJson, Scalar, SendResult};
+use crate::wire::{
+    BusinessAccount, BusinessPhoneNumber, FieldRef, FromWire, Page, RawJson, Scalar, SendResult,
+    WireModel,
+};
 
 struct Classes {
     object_new: Py<PyAny>,
@@ -334,27 +337,76 @@ pub(crate) fn send_result<'py>(
     result: &SendResult,
     call: Option<&Meta>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let object = instance(py, &classes(py)?.send_result)?;
-    put(
-        &object,
-        intern!(py, "sms_id"),
-        scalar_to_py(py, result.sms_id.as_ref())?,
-    )?;
-    put(
-        &object,
-        intern!(py, "status"),
-        scalar_to_py(py, result.status.as_ref())?,
-    )?;
-    put(
-        &object,
-        intern!(py, "code"),
-        scalar_to_py(py, result.code.as_ref())?,
-    )?;
-    put(&object, intern!(py, "msg"), result.msg.as_deref())?;
+    static NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+    let object = model(py, result, &classes(py)?.send_result, &NAMES)?;
     put(&object, intern!(py, "_ok"), result.ok)?;
-    put(&object, intern!(py, "_wire"), wire(py, &result.wire))?;
     put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
     Ok(object)
+}
+
+/// A decoded model as its dataclass: each field of its table set from Rust (`names` caches the
+/// fields' names as Python strings), and the object's text in `_wire`.
+fn model<'py, M: WireModel + FromWire>(
+    py: Python<'py>,
+    decoded: &M,
+    class: &Py<PyAny>,
+    names: &'static PyOnceLock<Vec<Py<PyString>>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let names = names.get_or_init(py, || {
+        M::FIELDS
+            .iter()
+            .map(|(name, _)| PyString::intern(py, name).unbind())
+            .collect()
+    });
+    let object = instance(py, class)?;
+    decoded.visit(|index, value| {
+        let Some(name) = names.get(index) else {
+            return Ok(());
+        };
+        put(&object, name.bind(py), field_to_py(py, value)?)
+    })?;
+    put(&object, intern!(py, "_wire"), wire(py, decoded.wire()))?;
+    Ok(object)
+}
+
+/// A field's value as Python has it.
+fn field_to_py<'py>(py: Python<'py>, value: FieldRef<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        FieldRef::Text(text) => match text {
+            Some(text) => PyString::new(py, text).into_any(),
+            None => py.None().into_bound(py),
+        },
+        FieldRef::Scalar(scalar) => scalar_to_py(py, scalar)?,
+        FieldRef::Timestamp(timestamp) => datetime(py, timestamp)?,
+        FieldRef::PhoneNumbers(numbers) => {
+            let list = PyList::empty(py);
+            for number in numbers {
+                list.append(phone_number(py, number)?)?;
+            }
+            list.into_any()
+        }
+    })
+}
+
+/// `_native.model_fields(kind)`: the `(field, wire name)` pairs of a model, in the spec's
+/// order, from its table (`bizmsg.models` derives `to_dict()` of hand-built models from them).
+#[pyfunction]
+pub(crate) fn model_fields(
+    py: Python<'_>,
+    kind: &str,
+) -> PyResult<Vec<(&'static str, &'static str)>> {
+    let fields = match kind {
+        "SendResult" => SendResult::FIELDS,
+        "BusinessAccount" => BusinessAccount::FIELDS,
+        "BusinessPhoneNumber" => BusinessPhoneNumber::FIELDS,
+        other => {
+            return Err(super::errors::to_py(
+                py,
+                Error::validation("kind", format!("unknown model {other:?}")),
+            ))
+        }
+    };
+    Ok(fields.to_vec())
 }
 
 fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'py, PyAny>> {
@@ -365,59 +417,8 @@ fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'p
 }
 
 fn phone_number<'py>(py: Python<'py>, number: &BusinessPhoneNumber) -> PyResult<Bound<'py, PyAny>> {
-    let object = instance(py, &classes(py)?.business_phone_number)?;
-    put(
-        &object,
-        intern!(py, "biz_account_id"),
-        number.biz_account_id.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "phone_number_id"),
-        number.phone_number_id.as_str(),
-    )?;
-    put(
-        &object,
-        intern!(py, "display_phone_number"),
-        number.display_phone_number.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "verified_name"),
-        number.verified_name.as_deref(),
-    )?;
-    put(&object, intern!(py, "status"), number.status.as_deref())?;
-    put(
-        &object,
-        intern!(py, "quality_rating"),
-        number.quality_rating.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "code_verification_status"),
-        number.code_verification_status.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "throughput"),
-        number.throughput.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "messaging_limit_tier"),
-        number.messaging_limit_tier.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "create_time"),
-        datetime(py, number.create_time.as_ref())?,
-    )?;
-    put(
-        &object,
-        intern!(py, "update_time"),
-        datetime(py, number.update_time.as_ref())?,
-    )?;
-    put(&object, intern!(py, "_wire"), wire(py, &number.wire))?;
+    static NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+    let object = model(py, number, &classes(py)?.business_phone_number, &NAMES)?;
     put(&object, intern!(py, "_meta"), py.None())?;
     Ok(object)
 }
@@ -426,45 +427,8 @@ fn business_account<'py>(
     py: Python<'py>,
     account: &BusinessAccount,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let object = instance(py, &classes(py)?.business_account)?;
-    let numbers = PyList::empty(py);
-    for number in &account.business_phone_numbers {
-        numbers.append(phone_number(py, number)?)?;
-    }
-    put(
-        &object,
-        intern!(py, "biz_account_id"),
-        account.biz_account_id.as_str(),
-    )?;
-    put(&object, intern!(py, "name"), account.name.as_deref())?;
-    put(&object, intern!(py, "status"), account.status.as_deref())?;
-    put(
-        &object,
-        intern!(py, "business_verification_status"),
-        account.business_verification_status.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "account_review_status"),
-        account.account_review_status.as_deref(),
-    )?;
-    put(
-        &object,
-        intern!(py, "chat_business_manager_messaging_limit"),
-        account.chat_business_manager_messaging_limit.as_deref(),
-    )?;
-    put(&object, intern!(py, "business_phone_numbers"), numbers)?;
-    put(
-        &object,
-        intern!(py, "create_time"),
-        datetime(py, account.create_time.as_ref())?,
-    )?;
-    put(
-        &object,
-        intern!(py, "update_time"),
-        datetime(py, account.update_time.as_ref())?,
-    )?;
-    put(&object, intern!(py, "_wire"), wire(py, &account.wire))?;
+    static NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+    let object = model(py, account, &classes(py)?.business_account, &NAMES)?;
     put(&object, intern!(py, "_meta"), py.None())?;
     Ok(object)
 }
@@ -533,7 +497,6 @@ pub(crate) fn model_from_json<'py>(
     item_kind: Option<&str>,
     fallbacks: Option<(i64, i64)>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    use crate::wire::FromWire;
     let to_py = |e| super::errors::to_py(py, e);
     let body = bytes::Bytes::copy_from_slice(json);
     let source = "from_dict";

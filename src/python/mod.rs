@@ -96,6 +96,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(convert::model_from_json, module)?)?;
     module.add_function(wrap_pyfunction!(convert::json_loads, module)?)?;
+    module.add_function(wrap_pyfunction!(convert::model_fields, module)?)?;
     module.add_function(wrap_pyfunction!(refresh_logging, module)?)?;
     module.add_function(wrap_pyfunction!(install_logging, module)?)?;
     module.add_function(wrap_pyfunction!(template::template_wire, module)?)?;

@@ -10,6 +10,7 @@ pub(crate) mod fields;
 #[doc(hidden)]
 pub mod fuzz;
 mod json;
+pub mod model;
 mod page;
 mod phone_number;
 mod raw_object;
@@ -18,6 +19,7 @@ mod timestamp;
 
 pub use account::BusinessAccount;
 pub use json::{RawJson, Reader, Scalar};
+pub use model::{FieldRef, WireModel};
 pub use page::{has_next_page, Page};
 pub use phone_number::BusinessPhoneNumber;
 pub use raw_object::RawObject;

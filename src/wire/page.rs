@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 
-use super::account::objects;
 use super::json::{RawJson, Reader};
+use super::model::objects;
 use super::FromWire;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::json::{RawJson, Reader, Scalar};
-use super::FromWire;
+use super::json::Scalar;
+use super::model::{wire_model, AnyScalar, Text};
 
 /// The codes that mean "committed" when the client is not told otherwise. The sandbox answers
 /// `"0"` on success (docs/sandbox.md); codes are compared as strings, so `0` matches too.
@@ -38,17 +38,22 @@ impl SendRequest {
     }
 }
 
-/// The send result. `sms_id`, `status` and `code` are kept as received (string or number):
-/// the spec does not say which.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SendResult {
-    pub sms_id: Option<Scalar>,
-    pub status: Option<Scalar>,
-    pub code: Option<Scalar>,
-    pub msg: Option<String>,
-    /// Whether the commit succeeded, judged against the client's success codes.
-    pub ok: bool,
-    pub wire: RawJson,
+wire_model! {
+    /// The send result. `sms_id`, `status` and `code` are kept as received (string or number):
+    /// the spec does not say which.
+    pub struct SendResult as "send result" {
+        sms_id: AnyScalar = "smsId",
+        status: AnyScalar = "status",
+        code: AnyScalar = "code",
+        msg: Text = "msg",
+    }
+    extra {
+        /// Whether the commit succeeded, judged against the client's success codes.
+        ok: bool = false,
+    }
+    after |result| {
+        result.judge(DEFAULT_SUCCESS_CODES);
+    }
 }
 
 impl SendResult {
@@ -71,59 +76,11 @@ pub fn is_success<S: AsRef<str>>(code: Option<&Scalar>, success_codes: &[S]) -> 
         .is_some_and(|code| success_codes.iter().any(|c| c.as_ref().trim() == code))
 }
 
-impl FromWire for SendResult {
-    fn wire(&self) -> &RawJson {
-        &self.wire
-    }
-
-    const NAME: &'static str = "send result";
-
-    fn read(reader: &mut Reader<'_>) -> crate::Result<Self> {
-        let start = reader.start(Self::NAME)?;
-        let mut result = SendResult {
-            sms_id: None,
-            status: None,
-            code: None,
-            msg: None,
-            ok: false,
-            wire: RawJson::default(),
-        };
-        #[derive(Clone, Copy)]
-        enum Field {
-            SmsId,
-            Status,
-            Code,
-            Msg,
-            Other,
-        }
-        let field = |name: &str| match name {
-            "smsId" => Field::SmsId,
-            "status" => Field::Status,
-            "code" => Field::Code,
-            "msg" => Field::Msg,
-            _ => Field::Other,
-        };
-        let mut key = reader.object(Self::NAME, field)?;
-        while let Some(name) = key {
-            match name {
-                Field::SmsId => result.sms_id = reader.scalar(Self::NAME)?,
-                Field::Status => result.status = reader.scalar(Self::NAME)?,
-                Field::Code => result.code = reader.scalar(Self::NAME)?,
-                Field::Msg => result.msg = reader.text(Self::NAME)?,
-                Field::Other => reader.skip(Self::NAME)?,
-            }
-            key = reader.key(Self::NAME, field)?;
-        }
-        result.wire = reader.raw_since(start);
-        result.judge(DEFAULT_SUCCESS_CODES);
-        Ok(result)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::wire::FromWire;
 
     fn decode(text: &str) -> SendResult {
         SendResult::from_json(bytes::Bytes::from(text.to_owned())).unwrap()

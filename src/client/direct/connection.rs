@@ -198,8 +198,6 @@ pub(crate) struct Failed {
 
 /// Interim (1xx) answers accepted before the real one; a server that sends more is broken.
 const MAX_INTERIM: usize = 16;
-/// See [`Conn::is_open`].
-const ASK_THE_SOCKET_AFTER: Duration = Duration::from_millis(10);
 /// Room asked of the allocator for each read: an answer's head and a small body in one read.
 const READ_CHUNK: usize = 16 * 1024;
 /// The most room asked for at once, however long the body still to come.
@@ -210,44 +208,44 @@ const COPY_BELOW: usize = 4 * 1024;
 
 impl Conn {
     /// Whether an idle connection can take a request: the server has not closed it, and sent
-    /// nothing unasked. Nothing to read is the only good answer: a close or an error ends the
-    /// connection, and so do bytes (stray ones in clear text; over TLS most likely the server's
-    /// close_notify, since a session ticket comes with the first answer and is read with it).
+    /// nothing unasked since its last answer. Nothing to read is the only good answer: a close
+    /// or an error ends the connection, and so do bytes (an answer nobody asked for would be
+    /// taken for the next request's; over TLS most likely the server's close_notify, since a
+    /// session ticket comes with the first answer and is read with it).
     ///
-    /// A connection idle for a while is asked at the socket (a peek that does not wait), not
-    /// through tokio: tokio learns of a close only when its reactor runs, and a sync call's
-    /// reactor does not run between calls, so a close that arrived meanwhile would go unseen
-    /// and the next send's outcome would be unknown for nothing. One used moments ago (a
-    /// campaign's, between two of its sends) is asked through tokio's readiness, which costs
-    /// no system call: servers close idle connections after seconds, not microseconds.
-    /// `idle_for` is how long it has been idle (the pool measured it already).
-    pub(crate) fn is_open(&mut self, idle_for: Duration) -> bool {
+    /// Asked at the socket on every reuse (a peek that does not wait: one system call, well
+    /// under a microsecond), never only through tokio's readiness: tokio learns of bytes or a
+    /// close only when its reactor runs, and a sync call's reactor does not run between calls,
+    /// so a connection used moments ago could look quiet while an unsolicited answer sits in
+    /// its socket.
+    pub(crate) fn is_open(&mut self) -> bool {
         if !self.input.is_empty() {
             return false;
-        }
-        let recent = idle_for < ASK_THE_SOCKET_AFTER;
-        // Over TLS this read comes first whatever the age: rustls may hold decrypted bytes, or
-        // a close_notify, that a peek at the socket cannot see.
-        if recent || matches!(self.stream, Stream::Tls(_)) {
-            let mut context = Context::from_waker(std::task::Waker::noop());
-            let mut probe = [0u8; 1];
-            let mut probe = ReadBuf::new(&mut probe);
-            let quiet = Pin::new(&mut self.stream)
-                .poll_read(&mut context, &mut probe)
-                .is_pending();
-            if recent || !quiet {
-                return quiet;
-            }
         }
         let tcp = match &self.stream {
             Stream::Plain(tcp) => tcp,
             Stream::Tls(tls) => tls.get_ref().0,
         };
         let mut probe = [MaybeUninit::<u8>::uninit(); 1];
-        matches!(
+        let quiet = matches!(
             socket2::SockRef::from(tcp).peek(&mut probe),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock
-        )
+        );
+        if !quiet {
+            return false;
+        }
+        // Over TLS, rustls may also hold decrypted bytes, or a close_notify, that the peek
+        // cannot see. (Read after the peek: a read first could take part of a record into
+        // rustls, where the peek would miss it.)
+        if let Stream::Tls(_) = self.stream {
+            let mut context = Context::from_waker(std::task::Waker::noop());
+            let mut probe = [0u8; 1];
+            let mut probe = ReadBuf::new(&mut probe);
+            return Pin::new(&mut self.stream)
+                .poll_read(&mut context, &mut probe)
+                .is_pending();
+        }
+        true
     }
 
     /// Sends `request` and reads the whole answer, body included (at most `limit` bytes of

@@ -17,8 +17,7 @@ const MAX_IDLE: usize = 512;
 pub(super) fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
     idle.with(|list| {
         while let Some(mut conn) = list.pop() {
-            let idle_for = conn.idle_since.elapsed();
-            if idle_for < IDLE_TIMEOUT && conn.is_open(idle_for) {
+            if conn.idle_since.elapsed() < IDLE_TIMEOUT && conn.is_open() {
                 return Some(conn);
             }
         }
