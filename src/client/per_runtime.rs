@@ -71,7 +71,7 @@ thread_local! {
 
 /// Whether the caller runs on a current-thread runtime (a sync call's), whose connections
 /// belong to this thread.
-fn on_current_thread_runtime() -> bool {
+pub(crate) fn on_current_thread_runtime() -> bool {
     Handle::try_current()
         .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::CurrentThread)
 }
