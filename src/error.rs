@@ -100,6 +100,10 @@ pub enum Error {
     /// A campaign could not go on safely: its journal is unusable or belongs to another
     /// campaign, or its options are contradictory.
     Campaign(String),
+    /// The store shared by every process (`shared_limits=`, a shared journal) could not be
+    /// reached or refused what was asked; the message names the store, never its password.
+    /// Nothing was sent unpaced or unrecorded because of it.
+    SharedState(String),
     /// The client was closed before the call.
     Closed,
     /// A bug in bizmsg (a caught panic, an impossible state). Never a panic across the FFI.
@@ -197,6 +201,7 @@ impl fmt::Display for Error {
             ),
             Error::Pagination(message) => write!(f, "pagination stopped: {message}"),
             Error::Campaign(message) => write!(f, "{message}"),
+            Error::SharedState(message) => write!(f, "shared state: {message}"),
             Error::Closed => write!(f, "the client has been closed"),
             Error::Internal(message) => write!(f, "internal error in bizmsg: {message}"),
         }

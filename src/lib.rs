@@ -11,6 +11,7 @@ pub mod api;
 pub mod campaign;
 pub mod client;
 pub mod error;
+pub mod limits;
 pub mod masking;
 pub mod process;
 pub mod sandbox;

@@ -36,6 +36,7 @@ __all__ = [
     "SendRejectedError",
     "InternalError",
     "CampaignError",
+    "SharedStateError",
 ]
 
 
@@ -248,6 +249,14 @@ class CampaignError(BizmsgError):
     campaign. Raised with the partial :class:`~bizmsg.BulkResult` on ``bulk_result``. (When the
     sender lookup of ``pace="auto"`` fails before anything is sent, that call's own error is
     raised, e.g. :class:`ServerError`.)"""
+
+
+class SharedStateError(BizmsgError):
+    """The store that processes share (``shared_limits=`` on Redis, a PostgreSQL journal)
+    could not be reached, or refused what was asked. The message names the store without its
+    password. Nothing is ever sent unpaced or unrecorded because of it: a single send raises it
+    before sending; a campaign waits for the store (with backoff), and past that stops as it
+    does for a journal failure, raising it with the partial result on ``bulk_result``."""
 
 
 class InternalError(BizmsgError):

@@ -86,6 +86,7 @@ impl Client {
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
+        self.take_shared_slot(&request.from, call).await?;
         self.send_encoded(&Arc::new(request), body, idempotency_key, call)
             .await
     }

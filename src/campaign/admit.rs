@@ -5,6 +5,7 @@
 //! (`pace="auto"`); the rest get their idempotency key and go to the send queue.
 
 use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 use super::handle::Warning;
 use super::journal::{recorded_result, Journaling, Row, State};
@@ -12,7 +13,7 @@ use super::keys::KeySource;
 use super::message::{FingerprintMap, Input};
 use super::outcome::{Outcome, Status};
 use super::send::{in_doubt, Ready};
-use super::senders::SenderPolicy;
+use super::senders::{Account, SenderPolicy};
 use crate::error::Error;
 
 /// What admission decided for one message.
@@ -20,7 +21,12 @@ pub(super) enum Admitted<P> {
     /// To be sent. `in_doubt`: an earlier run may have sent it already (it is re-sent with
     /// the same key because `resend_unknown` asks so); its record stays in doubt unless a
     /// result comes back.
-    Send { ready: Ready<P>, in_doubt: bool },
+    Send {
+        ready: Ready<P>,
+        in_doubt: bool,
+        /// The account whose tier its recipient counts against (`pace="auto"`).
+        tier: Option<Arc<Account>>,
+    },
     /// Known from an earlier run: reported as the journal has it, nothing written, no stop
     /// rule applies (it is not this run's doing).
     Recorded(Outcome<P>),
@@ -42,7 +48,7 @@ pub(super) struct Admission {
     /// The first message with each fingerprint (duplicates point at it).
     seen: FingerprintMap<u64>,
     /// With `pace="auto"`.
-    senders: Option<SenderPolicy>,
+    pub(super) senders: Option<SenderPolicy>,
 }
 
 impl Admission {
@@ -154,15 +160,15 @@ impl Admission {
                 }
             }
         }
-        let limiter = match self
+        let (pace, tier) = match self
             .senders
             .as_mut()
             .map(|senders| senders.check(&prepared))
         {
-            None => None,
+            None => (None, None),
             Some(Ok(checked)) => {
                 warnings.extend(checked.warnings);
-                checked.pace
+                (checked.pace, checked.tier)
             }
             Some(Err(error)) => {
                 return Admitted::Decided {
@@ -178,9 +184,10 @@ impl Admission {
                 payload,
                 prepared,
                 key,
-                limiter,
+                pace,
             },
             in_doubt: in_doubt_before,
+            tier,
         }
     }
 }

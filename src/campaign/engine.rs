@@ -24,11 +24,11 @@ use super::journal::{row_of, JournalStore, Journaling, Row, SqliteJournal, State
 use super::keys::KeySource;
 use super::message::Input;
 use super::outcome::Outcome;
-use super::pacing::Limiter;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
-use super::senders::{Directory, SenderPolicy};
+use super::senders::{Account, Directory, SenderPolicy};
 use crate::client::{Client, Gate};
 use crate::error::{Error, Result};
+use crate::limits::{LimitsStore, LocalLimits, TierVerdict};
 
 /// Items asked for at a time.
 const CHUNK: usize = 512;
@@ -44,6 +44,7 @@ const MARK_AHEAD: usize = 64;
 struct Engine<P> {
     concurrency: usize,
     stop_on_error: bool,
+    enforce_tier: bool,
     events: mpsc::UnboundedSender<Event<P>>,
     control: Arc<Control>,
     /// Only to be woken when the state changes; the state itself is read from `control`.
@@ -141,21 +142,33 @@ impl<P: Send + 'static> Engine<P> {
         let gate = Arc::new(Gate::new());
         options.call.gate = Some(Arc::clone(&gate));
         let stop_signal = control.state.subscribe();
+        let limits: Arc<dyn LimitsStore> = match client.shared_limits() {
+            Some(shared) => {
+                // Reachable before anything is sent, or the campaign does not start.
+                shared.check().await?;
+                shared
+            }
+            None => Arc::new(LocalLimits::new(gate)),
+        };
+        // Shared by every process of the campaign when it has an id; else this run's own.
+        let rate = options.rate_limit.map(|rate| {
+            let name = campaign_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            (name, rate)
+        });
         let context = Arc::new(Context {
             client,
             call: options.call.clone(),
-            gate,
             control: Arc::clone(&control),
-            pace: options
-                .rate_limit
-                .map(Limiter::new)
-                .transpose()?
-                .map(Arc::new),
+            limits,
+            rate,
             journal: journal.clone(),
         });
         Ok(Engine {
             concurrency: options.concurrency,
             stop_on_error: options.stop_on_error,
+            enforce_tier: options.enforce_tier,
             admission: Admission::new(keys, options.dedupe, options.resend_unknown, senders),
             events,
             control,
@@ -320,7 +333,12 @@ impl<P: Send + 'static> Engine<P> {
     /// `dispatched`, in doubt, the safe reading), the campaign stops gracefully so that every
     /// message still gets its outcome, and the error is reported at the end.
     fn fail(&mut self, error: Error) {
-        let reason = format!("the journal failed: {error}");
+        let shared_limits = matches!(error, Error::SharedState(_));
+        let reason = if shared_limits {
+            format!("the shared limits failed: {error}")
+        } else {
+            format!("the journal failed: {error}")
+        };
         if self.failure.is_none() {
             self.failure = Some(error);
         }
@@ -329,7 +347,9 @@ impl<P: Send + 'static> Engine<P> {
             // takes writes (best effort: else they stay in doubt, the safe reading).
             self.stop(None, &reason);
         }
-        self.journal = None;
+        if !shared_limits {
+            self.journal = None;
+        }
     }
 
     /// Records an outcome (journal, stop rules) and queues it for the caller.
@@ -356,7 +376,14 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn finish(&mut self, finished: Finished<P>) -> Result<()> {
-        let Finished { outcome, stop } = finished;
+        let Finished {
+            outcome,
+            stop,
+            failure,
+        } = finished;
+        if let Some(failure) = failure {
+            self.fail(failure);
+        }
         // The mark written before dispatch holds the fingerprint; the result keeps it.
         let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
         if let Some(reason) = fatal {
@@ -494,26 +521,131 @@ impl<P: Send + 'static> Engine<P> {
         };
         let mut items = items.into_iter();
         let mut warnings = Vec::new();
+        let mut sends = Vec::new();
         while self.stopped.is_none() {
             let Some(item) = items.next() else {
-                return;
+                break;
             };
             let row = recorded.get(&item.index);
             let admitted = self.admission.admit(item, row, &mut warnings);
             for warning in warnings.drain(..) {
                 self.warn(warning);
             }
-            if let Err(error) = self.admitted(admitted) {
-                self.fail(error);
+            match admitted {
+                Admitted::Send {
+                    ready,
+                    in_doubt,
+                    tier,
+                } => sends.push((ready, in_doubt, tier)),
+                other => {
+                    if let Err(error) = self.admitted(other) {
+                        self.fail(error);
+                    }
+                }
             }
         }
-        self.not_taken(items.collect());
+        let rest: Vec<Input<P>> = items.collect();
+        let counted: Vec<(usize, u64, Arc<Account>)> = sends
+            .iter()
+            .enumerate()
+            .filter_map(|(position, (ready, _, tier))| {
+                let account = tier.as_ref()?;
+                Some((position, ready.prepared.recipient(), Arc::clone(account)))
+            })
+            .collect();
+        let refused = self.count_tiers(counted).await;
+        for (position, (ready, in_doubt, _)) in sends.into_iter().enumerate() {
+            if let Some(reason) = refused.get(&position) {
+                let outcome = Outcome::failed(
+                    ready.index,
+                    ready.payload,
+                    Error::validation("to", reason.clone()),
+                );
+                if let Err(error) = self.record(outcome, Journaling::Skip) {
+                    self.fail(error);
+                }
+                continue;
+            }
+            if in_doubt {
+                self.doubtful.insert(ready.index);
+            }
+            self.ready.push_back(ready);
+        }
+        self.not_taken(rest);
+    }
+
+    /// Counts the recipients of the messages about to be queued against their accounts' tiers
+    /// (`pace="auto"`), warns at 80 % and past a tier, and returns the positions (in `sends`)
+    /// of the messages that must not go: new recipients past a tier, when the limits are
+    /// shared and `enforce_tier` is on. A store that fails stops the campaign.
+    async fn count_tiers(
+        &mut self,
+        counted: Vec<(usize, u64, Arc<Account>)>,
+    ) -> HashMap<usize, String> {
+        let mut refused = HashMap::new();
+        let mut by_account: Vec<(Arc<Account>, Vec<usize>, Vec<u64>)> = Vec::new();
+        for (position, recipient, account) in counted {
+            match by_account
+                .iter_mut()
+                .find(|(known, _, _)| known.id == account.id)
+            {
+                Some((_, positions, recipients)) => {
+                    positions.push(position);
+                    recipients.push(recipient);
+                }
+                None => by_account.push((account, vec![position], vec![recipient])),
+            }
+        }
+        let shared = self.context.limits.is_shared();
+        for (account, positions, recipients) in by_account {
+            let Some(limit) = account.limit else { continue };
+            let counted = self
+                .context
+                .limits
+                .count_recipients(&account.id, limit, &recipients)
+                .await;
+            let count = match counted {
+                Ok(count) => count,
+                Err(error) => {
+                    self.fail(error);
+                    return refused;
+                }
+            };
+            let over = count.verdicts.contains(&TierVerdict::Over);
+            let warning = self
+                .admission
+                .senders
+                .as_mut()
+                .and_then(|senders| senders.tier_warning(&account, count.unique, over, shared));
+            if let Some(warning) = warning {
+                self.warn(warning);
+            }
+            if shared && self.enforce_tier {
+                for (position, verdict) in positions.iter().zip(&count.verdicts) {
+                    if *verdict == TierVerdict::Over {
+                        refused.insert(
+                            *position,
+                            format!(
+                                "a new recipient past the messaging tier {} of account {} \
+                                 ({limit} unique recipients per rolling 24 h): not sent, the \
+                                 platform would refuse it (enforce_tier=False sends it anyway)",
+                                account.tier.as_deref().unwrap_or("?"),
+                                account.id
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        refused
     }
 
     /// Acts on what admission decided for one message.
     fn admitted(&mut self, admitted: Admitted<P>) -> Result<()> {
         match admitted {
-            Admitted::Send { ready, in_doubt } => {
+            Admitted::Send {
+                ready, in_doubt, ..
+            } => {
                 if in_doubt {
                     self.doubtful.insert(ready.index);
                 }

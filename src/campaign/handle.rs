@@ -16,7 +16,6 @@ use tokio::sync::{mpsc, watch};
 
 use super::message::Input;
 use super::outcome::Outcome;
-use super::pacing::Limiter;
 use crate::client::{CallOptions, Client};
 use crate::error::{Error, Result};
 
@@ -32,6 +31,10 @@ pub struct Options {
     pub campaign_id: Option<String>,
     /// Re-send messages left in doubt by an earlier run (same key) instead of listing them.
     pub resend_unknown: bool,
+    /// With `pace="auto"` and limits shared by every process: a message to a new recipient of
+    /// an account past its messaging tier fails before sending (the platform would refuse
+    /// it). Off: it is sent, and the platform decides.
+    pub enforce_tier: bool,
     /// `timeout` and `max_retries` of each message.
     pub call: CallOptions,
 }
@@ -47,6 +50,7 @@ impl Default for Options {
             journal: None,
             campaign_id: None,
             resend_unknown: false,
+            enforce_tier: true,
             call: CallOptions::default(),
         }
     }
@@ -61,7 +65,7 @@ impl Options {
             ));
         }
         if let Some(rate) = self.rate_limit {
-            Limiter::new(rate)?;
+            crate::limits::check_rate(rate)?;
         }
         if let Some(id) = &self.campaign_id {
             if id.trim().is_empty() {

@@ -7,7 +7,8 @@
 //! - `send`: one message through the attempt loop, with the platform's codes acted on;
 //! - `message`, `outcome`: what goes in and what comes out, per message;
 //! - `keys`: idempotency keys (random, or derived from a campaign id);
-//! - `pacing`: rate limiters; `senders`: sender checks, pace and tiers for `pace="auto"`;
+//! - `senders`: sender checks, pace and tiers for `pace="auto"` (the limits themselves are
+//!   kept by `crate::limits`);
 //! - `platform`: what the platform's error codes ask a bulk sender to do;
 //! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
 //! - `plan`: the preflight (`plan()` / `dry_run=True`).
@@ -19,7 +20,6 @@ mod journal;
 mod keys;
 mod message;
 mod outcome;
-mod pacing;
 mod plan;
 mod platform;
 mod send;
@@ -33,4 +33,4 @@ pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};
 pub use plan::{AccountPlan, Plan, PlanOptions, Planner, SenderPlan};
-pub use senders::{tier_limit, Directory};
+pub use senders::{tier_limit, verdict, Directory, Sender, Verdict};

@@ -15,10 +15,10 @@ use super::journal::{JournalStore, Row, State};
 use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
-use super::pacing::Limiter;
 use super::platform::{advice, Advice};
-use crate::client::{CallOptions, Client, Gate};
+use crate::client::{CallOptions, Client};
 use crate::error::{Error, Result, UnknownOutcome};
+use crate::limits::{LimitsStore, Scope, Slot};
 use crate::wire::SendResult;
 
 /// A message ready to go: checked, keyed, marked in the journal if there is one.
@@ -27,8 +27,8 @@ pub(super) struct Ready<P> {
     pub(super) payload: P,
     pub(super) prepared: Prepared,
     pub(super) key: String,
-    /// Its sender's pace (`pace="auto"`).
-    pub(super) limiter: Option<Arc<Limiter>>,
+    /// Its sender's pace in messages per second (`pace="auto"`).
+    pub(super) pace: Option<f64>,
 }
 
 /// The longest wait before sending again to a recipient whose pair rate was hit (131056).
@@ -38,6 +38,8 @@ const PAIR_RATE_WAIT_CAP: Duration = Duration::from_secs(15 * 60);
 pub(super) struct Finished<P> {
     pub(super) outcome: Outcome<P>,
     pub(super) stop: Option<String>,
+    /// A failure of the campaign itself (its shared store), reported at its end.
+    pub(super) failure: Option<Error>,
 }
 
 /// What the sends of a campaign share, behind one reference count per message.
@@ -45,10 +47,12 @@ pub(super) struct Context {
     pub(super) client: Client,
     /// The options of each message's call, with the campaign's gate.
     pub(super) call: CallOptions,
-    pub(super) gate: Arc<Gate>,
     pub(super) control: Arc<Control>,
-    /// The campaign's own pace (`rate_limit`), taken after the sender's.
-    pub(super) pace: Option<Arc<Limiter>>,
+    /// Where paces and pauses are kept: this campaign's own, or the store every process
+    /// shares (`shared_limits=`).
+    pub(super) limits: Arc<dyn LimitsStore>,
+    /// The campaign's own rate (`rate_limit`) and the key it is kept under.
+    pub(super) rate: Option<(String, f64)>,
     pub(super) journal: Option<Arc<dyn JournalStore>>,
 }
 
@@ -60,7 +64,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         payload,
         prepared,
         key,
-        limiter,
+        pace,
     } = ready;
     // A retry's own key, once there is one (most messages never need one: no allocation).
     let current = Mutex::new(None);
@@ -71,14 +75,23 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         current: &current,
         control: &context.control,
     };
-    let attempt = attempt(&context, &prepared, keys, limiter);
+    let attempt = attempt(&context, &prepared, keys, pace);
     tokio::select! {
         biased;
         done = attempt => {
-            let (result, sent_key, stop) = done;
+            let Attempted { result, key, stop, failure, stopped_before_sending } = done;
+            let outcome = if stopped_before_sending {
+                let mut outcome =
+                    Outcome::skipped(index, payload, "not sent: the campaign was interrupted");
+                outcome.idempotency_key = Some(key);
+                outcome
+            } else {
+                outcome_of(index, payload, result, key)
+            };
             Finished {
-                outcome: outcome_of(index, payload, result, sent_key),
+                outcome,
                 stop,
+                failure,
             }
         }
         () = abandoned(&context.control) => {
@@ -91,16 +104,83 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
             outcome.error = Some(in_doubt(&prepared, &key));
             outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
             outcome.idempotency_key = Some(key);
-            Finished { outcome, stop: None }
+            Finished {
+                outcome,
+                stop: None,
+                failure: None,
+            }
         }
     }
 }
 
-type Attempted = (
-    Result<crate::client::Response<SendResult>>,
-    String,
-    Option<String>,
-);
+/// How a message's sending ended.
+struct Attempted {
+    result: Result<crate::client::Response<SendResult>>,
+    /// The key it went out with (or would have).
+    key: String,
+    /// Why the campaign must stop, when the platform's answer asks it to.
+    stop: Option<String>,
+    /// The shared store failed: the campaign stops as it does for a journal failure.
+    failure: Option<Error>,
+    /// The campaign stopped before the message was sent: it is skipped.
+    stopped_before_sending: bool,
+}
+
+impl Attempted {
+    fn done(
+        result: Result<crate::client::Response<SendResult>>,
+        key: String,
+        stop: Option<String>,
+    ) -> Self {
+        Attempted {
+            result,
+            key,
+            stop,
+            failure: None,
+            stopped_before_sending: false,
+        }
+    }
+
+    fn stopped_before_sending(key: String) -> Self {
+        Attempted {
+            result: Err(Error::Campaign("not sent: the campaign stopped".to_owned())),
+            key,
+            stop: None,
+            failure: None,
+            stopped_before_sending: true,
+        }
+    }
+
+    /// Never sent: why (the store failed, or the campaign stopped while it waited).
+    fn not_sent(error: Error, key: String) -> Self {
+        let failure = matches!(error, Error::SharedState(_)).then(|| error.clone());
+        Attempted {
+            result: Err(error),
+            key,
+            stop: None,
+            failure,
+            stopped_before_sending: false,
+        }
+    }
+
+    /// Sent, with `result`, but the store failed as the platform's answer was acted on.
+    fn failed(
+        result: Result<crate::client::Response<SendResult>>,
+        key: String,
+        failure: Error,
+    ) -> Self {
+        Attempted {
+            result,
+            key,
+            stop: None,
+            failure: Some(failure),
+            stopped_before_sending: false,
+        }
+    }
+}
+
+/// The platform's throughput code: the sender sends too fast.
+const SENDER_THROUGHPUT: &str = "130429";
 
 /// The idempotency key a message is being sent with, and where a new one is recorded before a
 /// retry uses it.
@@ -157,34 +237,49 @@ async fn attempt(
     context: &Context,
     prepared: &Prepared,
     keys: KeyInUse<'_>,
-    limiter: Option<Arc<Limiter>>,
+    pace: Option<f64>,
 ) -> Attempted {
     let Context {
         client,
         call,
-        gate,
-        pace: batch,
+        limits,
+        rate,
         ..
     } = context;
     let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
     let base = keys.base;
     let mut key = base.to_owned();
     let mut retries = 0;
+    let from = prepared.request.from.as_str();
+    let slot = Slot {
+        sender: pace.map(|pace| (from, pace)),
+        campaign: rate.as_ref().map(|(name, rate)| (name.as_str(), *rate)),
+    };
+    let stopped = || async {
+        let _ = keys
+            .control
+            .state
+            .subscribe()
+            .wait_for(|state| *state != RUN)
+            .await;
+    };
     loop {
-        // Slots are taken once the gate is open: messages held by a pause then leave at the
-        // pace, not together the moment it lifts. A slot taken as a pause began is given up
-        // for a new one after it.
-        loop {
-            gate.wait().await;
-            if let Some(limiter) = &limiter {
-                limiter.admit().await;
+        // Shared limits: a pair spaced by another process (its pair-rate code) waits here too.
+        if limits.is_shared() {
+            match limits.pair_wait(from, &prepared.request.to).await {
+                Ok(wait) if wait.is_zero() => {}
+                Ok(wait) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = stopped() => return Attempted::stopped_before_sending(key),
+                    }
+                }
+                Err(error) => return Attempted::not_sent(error, key),
             }
-            if let Some(batch) = &batch {
-                batch.admit().await;
-            }
-            if gate.closed_until().is_none() || (limiter.is_none() && batch.is_none()) {
-                break;
-            }
+        }
+        if let Err(error) = limits.admit(slot, None).await {
+            // The store could not say when this message may go: it does not go.
+            return Attempted::not_sent(error, key);
         }
         let result = client
             .send_encoded(&prepared.request, prepared.body.clone(), key.clone(), call)
@@ -201,28 +296,41 @@ async fn attempt(
                     code.unwrap_or_default(),
                     rejected_msg(&result)
                 );
-                return (result, key, Some(reason));
+                return Attempted::done(result, key, Some(reason));
             }
             Some(Advice::PauseBatch) if retries < max_retries => {
                 retries += 1;
                 if let Some(wait) = client.backoff().delay(retries, None) {
-                    gate.pause(wait);
+                    // The throughput code is the sender's; the others (maintenance, the
+                    // account's rate) hold every send.
+                    let scope = if code.as_deref().map(str::trim) == Some(SENDER_THROUGHPUT) {
+                        Scope::Sender(from)
+                    } else {
+                        Scope::Service
+                    };
+                    if let Err(error) = limits.pause(scope, wait).await {
+                        return Attempted::failed(result, key, error);
+                    }
                 }
             }
             Some(Advice::RetryRecipientLater) if retries < max_retries => {
                 retries += 1;
                 // The platform suggests 4^n seconds for the pair rate of one recipient; capped,
                 // so that a generous max_retries cannot hold a slot for days.
-                let wait =
-                    Duration::from_secs(4u64.saturating_pow(retries)).min(PAIR_RATE_WAIT_CAP);
-                let mut stop = keys.control.state.subscribe();
+                let wait = match limits
+                    .space_pair(from, &prepared.request.to, PAIR_RATE_WAIT_CAP)
+                    .await
+                {
+                    Ok(wait) => wait,
+                    Err(error) => return Attempted::failed(result, key, error),
+                };
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     // Stopping: the temporary rejection is this message's outcome (not sent).
-                    _ = stop.wait_for(|state| *state != RUN) => return (result, key, None),
+                    () = stopped() => return Attempted::done(result, key, None),
                 }
             }
-            _ => return (result, key, None),
+            _ => return Attempted::done(result, key, None),
         }
         log::warn!(
             target: "bizmsg",
@@ -236,7 +344,7 @@ async fn attempt(
             // The new key could not be recorded, so it is not used: the temporary failure
             // stands as this message's outcome (the journal's failure surfaces at its next
             // durable write, which stops the campaign).
-            return (result, key, None);
+            return Attempted::done(result, key, None);
         }
         key = next;
     }

@@ -3,12 +3,11 @@
 //! looked up once from the account listing, and what follows from it (shared/spec/
 //! platform-limits.md): who may send, at what pace, and what to warn about.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::handle::Warning;
 use super::message::Prepared;
-use super::pacing::Limiter;
 use crate::api::{PageRequest, Pager};
 use crate::client::{CallOptions, Client};
 use crate::error::{Error, Result};
@@ -102,6 +101,11 @@ impl Directory {
                 }),
             );
         }
+    }
+
+    /// Every sender of the listing.
+    pub fn senders(&self) -> impl Iterator<Item = &Sender> {
+        self.senders.values().map(AsRef::as_ref)
     }
 
     pub fn sender(&self, digits: &str) -> Option<&Arc<Sender>> {
@@ -199,31 +203,24 @@ pub fn verdict(sender: &Sender) -> Verdict {
 }
 
 /// What `pace="auto"` decides for each message of a campaign: whether its sender may send, at
-/// which pace, and how many unique recipients each account reaches against its tier. The
-/// warnings it finds are handed back with each decision, to be reported by the engine.
+/// which pace, and against which account's tier its recipient counts. The warnings it finds are
+/// handed back with each decision, to be reported by the engine.
 pub(super) struct SenderPolicy {
     directory: Directory,
     /// Decided once per sender.
     verdicts: HashMap<String, Verdict>,
-    /// The pace of each sender that has one.
-    paces: HashMap<String, Arc<Limiter>>,
-    recipients: HashMap<String, Recipients>,
+    /// Accounts already warned about: near their tier, past it.
+    warned: HashMap<String, (bool, bool)>,
 }
 
 /// What [`SenderPolicy::check`] found for one message.
 pub(super) struct Checked {
-    /// Its sender's pace, if it has one.
-    pub(super) pace: Option<Arc<Limiter>>,
+    /// Its sender's pace in messages per second, if it has one.
+    pub(super) pace: Option<f64>,
+    /// The account whose tier its recipient counts against, when the tier has a limit.
+    pub(super) tier: Option<Arc<Account>>,
     /// Something worth telling the caller, found while checking (each said once per campaign).
     pub(super) warnings: Vec<Warning>,
-}
-
-/// Unique recipients of one account in this campaign, against its tier.
-struct Recipients {
-    limit: u64,
-    seen: HashSet<u64>,
-    warned_near: bool,
-    warned_over: bool,
 }
 
 impl SenderPolicy {
@@ -231,18 +228,16 @@ impl SenderPolicy {
         SenderPolicy {
             directory,
             verdicts: HashMap::new(),
-            paces: HashMap::new(),
-            recipients: HashMap::new(),
+            warned: HashMap::new(),
         }
     }
 
-    /// With `pace="auto"`: refuses a sender that cannot send, paces the others, counts each
-    /// account's unique recipients against its tier.
+    /// With `pace="auto"`: refuses a sender that cannot send, paces the others, and names the
+    /// tier the message's recipient counts against.
     pub(super) fn check(&mut self, prepared: &Prepared) -> Result<Checked> {
         let mut warnings = Vec::new();
-        let directory = &self.directory;
         let from = &prepared.request.from;
-        let Some(sender) = directory.sender(from).cloned() else {
+        let Some(sender) = self.directory.sender(from).cloned() else {
             return Err(Error::validation(
                 "from_",
                 format!(
@@ -255,12 +250,8 @@ impl SenderPolicy {
         if !self.verdicts.contains_key(from) {
             let decided = verdict(&sender);
             if let Verdict::Send { pace, warning } = &decided {
-                match pace {
-                    Some(pace) => {
-                        self.paces
-                            .insert(from.clone(), Arc::new(Limiter::new(*pace)?));
-                    }
-                    None => warnings.push(Warning {
+                if pace.is_none() {
+                    warnings.push(Warning {
                         kind: "unpaced",
                         message: format!(
                             "sender {} has throughput {:?}, whose pace is unknown: it is not \
@@ -270,7 +261,7 @@ impl SenderPolicy {
                         ),
                         account_id: Some(sender.account_id.clone()),
                         sender: Some(from.clone()),
-                    }),
+                    });
                 }
                 if let Some(message) = warning {
                     warnings.push(Warning {
@@ -283,59 +274,65 @@ impl SenderPolicy {
             }
             self.verdicts.insert(from.clone(), decided);
         }
-        if let Some(Verdict::Refuse(reason)) = self.verdicts.get(from) {
-            return Err(Error::validation(
-                "from_",
-                format!("{reason} (checked before sending, pace=\"auto\")"),
-            ));
-        }
-        if let Some(warning) = self.count_recipient(&sender.account_id, prepared.recipient()) {
-            warnings.push(warning);
-        }
+        let pace = match self.verdicts.get(from) {
+            Some(Verdict::Refuse(reason)) => {
+                return Err(Error::validation(
+                    "from_",
+                    format!("{reason} (checked before sending, pace=\"auto\")"),
+                ))
+            }
+            Some(Verdict::Send { pace, .. }) => *pace,
+            None => None,
+        };
+        let tier = self
+            .directory
+            .account(&sender.account_id)
+            .filter(|account| account.limit.is_some())
+            .cloned();
         Ok(Checked {
-            pace: self.paces.get(from).cloned(),
+            pace,
+            tier,
             warnings,
         })
     }
 
-    /// Counts `recipient` against its account's tier: a warning at 80 % and past the tier.
-    fn count_recipient(&mut self, account_id: &str, recipient: u64) -> Option<Warning> {
-        let account = self.directory.account(account_id)?.clone();
+    /// The warning, once per account, when its unique recipients reach 80 % of its tier or a
+    /// recipient is past it (`over`). `shared`: counted across every process sharing the
+    /// limits over the last 24 h (else in this campaign).
+    pub(super) fn tier_warning(
+        &mut self,
+        account: &Account,
+        unique: u64,
+        over: bool,
+        shared: bool,
+    ) -> Option<Warning> {
         let limit = account.limit?;
-        let counter = self
-            .recipients
-            .entry(account_id.to_owned())
-            .or_insert_with(|| Recipients {
-                limit,
-                seen: HashSet::new(),
-                warned_near: false,
-                warned_over: false,
-            });
-        // Counting stops past the limit: memory stays bounded by the largest tier.
-        if counter.seen.len() as u64 > counter.limit {
-            return None;
-        }
-        counter.seen.insert(recipient);
-        let unique = counter.seen.len() as u64;
-        let tier = account.tier.clone().unwrap_or_default();
-        let (near, over) = (
-            !counter.warned_near && unique * 5 >= limit * 4,
-            !counter.warned_over && unique > limit,
-        );
+        let warned = self.warned.entry(account.id.clone()).or_default();
+        let near = !warned.0 && unique * 5 >= limit * 4;
+        let over = !warned.1 && over;
         if over {
-            counter.warned_over = true;
-            counter.warned_near = true;
+            *warned = (true, true);
         } else if near {
-            counter.warned_near = true;
+            warned.0 = true;
         }
+        let tier = account.tier.clone().unwrap_or_default();
         let name = account.name.clone().unwrap_or_else(|| account.id.clone());
+        let counted = if shared {
+            "in the last 24 h (every process sharing the limits)"
+        } else {
+            "in this campaign"
+        };
         if over {
+            let fate = if shared {
+                "messages to new recipients past the limit fail before sending"
+            } else {
+                "messages to new recipients past the limit will be refused"
+            };
             Some(Warning {
                 kind: "tier",
                 message: format!(
-                    "account {name} ({}) reaches more than {limit} unique recipients in this \
-                     campaign, past its messaging tier {tier} (unique recipients per rolling \
-                     24 h): messages to new recipients past the limit will be refused",
+                    "account {name} ({}) reaches more than {limit} unique recipients {counted}, \
+                     past its messaging tier {tier} (unique recipients per rolling 24 h): {fate}",
                     account.id
                 ),
                 account_id: Some(account.id.clone()),
@@ -346,7 +343,7 @@ impl SenderPolicy {
                 kind: "tier_near",
                 message: format!(
                     "account {name} ({}) reaches 80% of its messaging tier {tier} ({limit} \
-                     unique recipients per rolling 24 h) in this campaign",
+                     unique recipients per rolling 24 h) {counted}",
                     account.id
                 ),
                 account_id: Some(account.id.clone()),

@@ -103,6 +103,9 @@ pub struct ClientConfig {
     pub max_response_bytes: u64,
     pub backoff: Backoff,
     pub retry_observer: Option<Arc<dyn RetryObserver>>,
+    /// The store of limits shared by every process (`redis://...`); `None`: this process's
+    /// own, per campaign.
+    pub shared_limits: Option<String>,
 }
 
 impl ClientConfig {
@@ -124,6 +127,7 @@ impl ClientConfig {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             backoff: Backoff::default(),
             retry_observer: None,
+            shared_limits: None,
         }
     }
 }

@@ -95,15 +95,15 @@ impl Client {
                 Err(error) => error,
             };
 
-            // The service asked to wait: in a batch, every call waits (the wait itself is
-            // decided below, like any retry's; a wait too long to accept pauses nobody).
-            if let (Some(gate), Error::Api(api)) = (&call.gate, &error) {
-                if let Some(wait) = api.retry_after {
-                    if matches!(api.status_code, 429 | 503)
-                        && wait <= self.shared.backoff.max_retry_after
-                    {
-                        gate.pause(wait);
-                    }
+            // The service asked to wait: in a batch, every call waits, and under shared limits
+            // every process (the wait itself is decided below, like any retry's; a wait too
+            // long to accept pauses nobody).
+            if let Some(wait) = asked_to_wait(&error, self.shared.backoff.max_retry_after) {
+                if let Some(gate) = &call.gate {
+                    gate.pause(wait);
+                }
+                if let Some(limits) = &self.shared.limits {
+                    limits.pause(crate::limits::Scope::Service, wait).await?;
                 }
             }
             let next = decide(Failure {
@@ -274,6 +274,16 @@ fn attempt_budget(
 
 fn time_left(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// The wait a `429` or `503` asked for with `Retry-After`, when it is one to honour.
+fn asked_to_wait(error: &Error, longest: Duration) -> Option<Duration> {
+    match error {
+        Error::Api(api) if matches!(api.status_code, 429 | 503) => {
+            api.retry_after.filter(|wait| *wait <= longest)
+        }
+        _ => None,
+    }
 }
 
 /// The debug line of one attempt.

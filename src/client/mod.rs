@@ -36,6 +36,7 @@ pub(crate) use execute::Answer;
 pub(crate) use operation::{Operation, SendContext};
 
 use crate::error::{Error, Result};
+use crate::limits::{LimitsStore, SenderPaces};
 
 /// A client of the service. Cheap to clone; clones share the connection pool.
 #[derive(Clone)]
@@ -54,6 +55,9 @@ struct Shared {
     base_url: String,
     user_agent: HeaderValue,
     max_response_bytes: u64,
+    /// Limits shared by every process (`shared_limits=`), and the senders' paces they need.
+    limits: Option<Arc<dyn LimitsStore>>,
+    paces: SenderPaces,
 }
 
 /// What `with_options` may change per handle without a new pool.
@@ -122,6 +126,13 @@ impl Client {
         let user_agent = HeaderValue::from_str(&config.user_agent).map_err(|_| {
             Error::Configuration("user_agent is not a valid header value".to_owned())
         })?;
+        let limits = match &config.shared_limits {
+            Some(url) => Some(crate::limits::shared(
+                url,
+                Some(Arc::new(tls::config(&config.verify, &[])?)),
+            )?),
+            None => None,
+        };
         Ok(Client {
             shared: Arc::new(Shared {
                 transport: transport::Transport::new(&config, &base)?,
@@ -136,6 +147,8 @@ impl Client {
                 base_url: base.as_str().trim_end_matches('/').to_owned(),
                 user_agent,
                 max_response_bytes: config.max_response_bytes,
+                limits,
+                paces: SenderPaces::default(),
             }),
             options: HandleOptions {
                 timeout: config.timeout,
@@ -228,6 +241,34 @@ impl Client {
 
     pub(crate) fn endpoints(&self) -> &Endpoints {
         &self.shared.endpoints
+    }
+
+    /// The limits shared by every process, when the client was given a store.
+    pub fn shared_limits(&self) -> Option<Arc<dyn LimitsStore>> {
+        self.shared.limits.clone()
+    }
+
+    /// Under shared limits, a single send waits for a slot of its sender's pace (and for any
+    /// pause of the service or the sender), within the call's own total timeout.
+    pub(crate) async fn take_shared_slot(&self, from: &str, call: &CallOptions) -> Result<()> {
+        let Some(limits) = &self.shared.limits else {
+            return Ok(());
+        };
+        let total = call
+            .timeout
+            .and_then(|timeout| timeout.total)
+            .or(self.options.timeout.total);
+        let deadline = total.and_then(|total| std::time::Instant::now().checked_add(total));
+        let pace = self
+            .shared
+            .paces
+            .of(from, self, limits.as_ref(), call)
+            .await?;
+        let slot = crate::limits::Slot {
+            sender: pace.map(|pace| (from, pace)),
+            campaign: None,
+        };
+        limits.admit(slot, deadline).await
     }
 }
 

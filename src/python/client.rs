@@ -407,6 +407,7 @@ impl NativeClient {
                 journal,
                 campaign_id,
                 resend_unknown,
+                enforce_tier: true,
                 call: call_options(timeout, max_retries, None)?,
             })
         };

@@ -105,6 +105,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         }
         Error::Pagination(_) => module.getattr("PaginationError")?,
         Error::Campaign(_) => module.getattr("CampaignError")?,
+        Error::SharedState(_) => module.getattr("SharedStateError")?,
         Error::Closed => module.getattr("ClientClosedError")?,
         Error::Internal(_) => module.getattr("InternalError")?,
     };

@@ -1,0 +1,150 @@
+//! The limits the platform puts on senders (docs/platform-limits.md), kept by bizmsg so that
+//! the platform never has to refuse a message for them: each sender's pace (and a campaign's
+//! own rate), pauses (the service's `Retry-After`, a sender's throughput code), the spacing of
+//! one sender and recipient pair (the pair-rate code), and each account's unique recipients
+//! per rolling 24 h against its messaging tier.
+//!
+//! Where they are kept is a [`LimitsStore`]:
+//! - `local.rs`: in this process, for one campaign (the embedded default, as before there was
+//!   a store): governor's GCRA limiters, a gate, counters;
+//! - `redis.rs`: in Redis, shared by every process and host given the same URL
+//!   (`shared_limits=`), so that their sum keeps the limits.
+
+mod local;
+mod paces;
+
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+use crate::error::Result;
+
+pub use local::{check_rate, LocalLimits};
+pub(crate) use paces::SenderPaces;
+
+/// What a message must wait for before it goes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slot<'a> {
+    /// Its sender (digits) and the sender's pace in messages per second, when paced.
+    pub sender: Option<(&'a str, f64)>,
+    /// Its campaign and the campaign's rate (`rate_limit=`), when it has one.
+    pub campaign: Option<(&'a str, f64)>,
+}
+
+/// What a pause holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every send to the service (a `429`/`503` with `Retry-After`, a maintenance code).
+    Service,
+    /// Every send from one sender (its throughput code, `130429`).
+    Sender(&'a str),
+}
+
+/// One recipient counted against its account's tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TierVerdict {
+    /// Contacted within the last 24 h already: costs nothing.
+    Known,
+    /// New, and counted.
+    New,
+    /// New, past the tier: the platform would refuse it (not counted).
+    Over,
+}
+
+/// What [`LimitsStore::count_recipients`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TierCount {
+    /// One per recipient, in order.
+    pub verdicts: Vec<TierVerdict>,
+    /// The account's unique recipients in the last 24 h, after counting.
+    pub unique: u64,
+}
+
+/// Where the limits are kept. Every method may fail only for a store that lives elsewhere
+/// (Redis): a local store always answers.
+pub trait LimitsStore: Send + Sync {
+    /// Waits until a message with `slot` may go: every pause that applies has ended, and one
+    /// slot of each pace is taken. A wait that would end past `deadline` is not started: it
+    /// fails with a timeout, and nothing is taken.
+    fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>>;
+
+    /// Holds every message in `scope` for `wait` from now (a longer pause already set stays).
+    fn pause<'a>(&'a self, scope: Scope<'a>, wait: Duration) -> BoxFuture<'a, Result<()>>;
+
+    /// The pair rate of `sender` to `recipient` was hit: the pair is spaced (4^n seconds for
+    /// its n-th hit, at most `cap`), and the wait before it may be tried again is returned.
+    fn space_pair<'a>(
+        &'a self,
+        sender: &'a str,
+        recipient: &'a str,
+        cap: Duration,
+    ) -> BoxFuture<'a, Result<Duration>>;
+
+    /// How long until `sender` may send to `recipient` again (zero: now).
+    fn pair_wait<'a>(
+        &'a self,
+        sender: &'a str,
+        recipient: &'a str,
+    ) -> BoxFuture<'a, Result<Duration>>;
+
+    /// Counts `recipients` (digits as numbers) against `account`'s tier of `limit` unique
+    /// recipients per rolling 24 h.
+    fn count_recipients<'a>(
+        &'a self,
+        account: &'a str,
+        limit: u64,
+        recipients: &'a [u64],
+    ) -> BoxFuture<'a, Result<TierCount>>;
+
+    /// Whether every process given the same store shares these limits (else they are this
+    /// process's, for one campaign).
+    fn is_shared(&self) -> bool;
+
+    /// Checks that the store answers (a campaign asks before it sends anything).
+    fn check(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The senders' paces one process looked up and cached in the store (`paces.rs`'s JSON),
+    /// if still there.
+    fn cached_paces(&self) -> BoxFuture<'_, Result<Option<String>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Caches the senders' paces (`json`) in the store for `ttl`, for every process.
+    fn cache_paces(&self, json: String, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+        let _ = (json, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The store shared by every process given `url` (`shared_limits=`, `BIZMSG_SHARED_LIMITS`):
+/// `redis://` or `rediss://` (TLS, checked with `tls`), with a password in the URL if the
+/// server wants one. It connects on first use; a URL it cannot use is refused now.
+pub fn shared(
+    url: &str,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+) -> Result<std::sync::Arc<dyn LimitsStore>> {
+    let _ = tls;
+    Err(crate::error::Error::validation(
+        "shared_limits",
+        format!("{}: not supported yet", redact_url(url)),
+    ))
+}
+
+/// `url` with its password replaced by `***`: how errors, logs and reprs name a store.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        // Not a URL: shown up to the first '@' at most (what may follow is a credential).
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => url.to_owned(),
+        },
+    }
+}

@@ -1,0 +1,79 @@
+//! The paces of a client's senders, for single sends under shared limits: each send takes a
+//! slot of its sender's pace, so that web workers' transactional sends and a campaign on the
+//! same number together stay under it. A number's throughput is looked up once (the account
+//! listing) and cached in the shared store for every process, and in this process for a while.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::LimitsStore;
+use crate::campaign::{verdict, Directory, Verdict};
+use crate::client::{CallOptions, Client};
+use crate::error::Result;
+
+/// How long a lookup stands, in the store and in each process: a number's throughput or
+/// quality changes over hours, not seconds.
+const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
+
+/// Each sender's pace (digits -> messages per second, `None`: none).
+type Paces = HashMap<String, Option<f64>>;
+
+/// One client's memo of its senders' paces, and when they were looked up.
+#[derive(Default)]
+pub(crate) struct SenderPaces {
+    known: Mutex<Option<(Instant, Paces)>>,
+}
+
+impl SenderPaces {
+    /// The pace of `sender` (digits) in messages per second; `None` when it has none (an
+    /// unknown throughput, or not a number of this account: the service judges the send).
+    pub(crate) async fn of(
+        &self,
+        sender: &str,
+        client: &Client,
+        store: &dyn LimitsStore,
+        call: &CallOptions,
+    ) -> Result<Option<f64>> {
+        if let Some(pace) = self.memo(sender) {
+            return Ok(pace);
+        }
+        let paces = match store.cached_paces().await? {
+            Some(json) => serde_json::from_str(&json).unwrap_or_default(),
+            None => {
+                let paces = lookup(client, call).await?;
+                if let Ok(json) = serde_json::to_string(&paces) {
+                    store.cache_paces(json, FRESH_FOR).await?;
+                }
+                paces
+            }
+        };
+        let pace = paces.get(sender).copied().flatten();
+        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), paces));
+        Ok(pace)
+    }
+
+    fn memo(&self, sender: &str) -> Option<Option<f64>> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let (when, paces) = known.as_ref()?;
+        if when.elapsed() > FRESH_FOR {
+            return None;
+        }
+        Some(paces.get(sender).copied().flatten())
+    }
+}
+
+/// Every sender's pace, from the account listing (the same rules as `pace="auto"`).
+async fn lookup(client: &Client, call: &CallOptions) -> Result<Paces> {
+    let directory = Directory::fetch(client, call).await?;
+    Ok(directory
+        .senders()
+        .map(|sender| {
+            let pace = match verdict(sender) {
+                Verdict::Send { pace, .. } => pace,
+                Verdict::Refuse(_) => None,
+            };
+            (sender.digits.clone(), pace)
+        })
+        .collect())
+}
