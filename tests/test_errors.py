@@ -698,6 +698,17 @@ def test_misuse_of_the_native_layer_is_a_clean_error_not_a_crash(
     assert issubclass(bizmsg.InternalError, bizmsg.BizmsgError)
 
 
+def test_shared_state_error_is_a_bizmsg_error_that_pickles() -> None:
+    # Raised for a shared store (Redis, PostgreSQL) that cannot be reached: see
+    # tests/test_shared_limits.py and tests/test_shared_journal.py for the real faults.
+    import pickle
+
+    error = bizmsg.SharedStateError("redis://:***@127.0.0.1:6379/0: connection refused")
+    assert isinstance(error, bizmsg.BizmsgError)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is bizmsg.SharedStateError and str(again) == str(error)
+
+
 def test_every_error_class_is_covered_here() -> None:
     import sys
 

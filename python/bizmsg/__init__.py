@@ -32,6 +32,7 @@ from .errors import (
     ConnectionBrokenError,
     DecodeError,
     CampaignError,
+    SharedStateError,
     InternalError,
     NotFoundError,
     PaginationError,
@@ -100,6 +101,7 @@ __all__ = [
     "SendRejectedError",
     "InternalError",
     "CampaignError",
+    "SharedStateError",
     "refresh_logging",
     "to_pandas",
 ]

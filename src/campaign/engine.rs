@@ -612,12 +612,13 @@ impl<P: Send + 'static> Engine<P> {
                 }
             };
             let over = count.verdicts.contains(&TierVerdict::Over);
-            let warning = self
+            let warnings = self
                 .admission
                 .senders
                 .as_mut()
-                .and_then(|senders| senders.tier_warning(&account, count.unique, over, shared));
-            if let Some(warning) = warning {
+                .map(|senders| senders.tier_warnings(&account, count.unique, over, shared))
+                .unwrap_or_default();
+            for warning in warnings {
                 self.warn(warning);
             }
             if shared && self.enforce_tier {

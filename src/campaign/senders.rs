@@ -296,25 +296,24 @@ impl SenderPolicy {
         })
     }
 
-    /// The warning, once per account, when its unique recipients reach 80 % of its tier or a
-    /// recipient is past it (`over`). `shared`: counted across every process sharing the
-    /// limits over the last 24 h (else in this campaign).
-    pub(super) fn tier_warning(
+    /// The warnings, each once per account: its unique recipients reach 80 % of its tier
+    /// (`tier_near`), and a recipient is past it (`over`: `tier`). `shared`: counted across
+    /// every process sharing the limits over the last 24 h (else in this campaign).
+    pub(super) fn tier_warnings(
         &mut self,
         account: &Account,
         unique: u64,
         over: bool,
         shared: bool,
-    ) -> Option<Warning> {
-        let limit = account.limit?;
+    ) -> Vec<Warning> {
+        let Some(limit) = account.limit else {
+            return Vec::new();
+        };
         let warned = self.warned.entry(account.id.clone()).or_default();
-        let near = !warned.0 && unique * 5 >= limit * 4;
+        let near = !warned.0 && (over || unique * 5 >= limit * 4);
         let over = !warned.1 && over;
-        if over {
-            *warned = (true, true);
-        } else if near {
-            warned.0 = true;
-        }
+        warned.0 |= near;
+        warned.1 |= over;
         let tier = account.tier.clone().unwrap_or_default();
         let name = account.name.clone().unwrap_or_else(|| account.id.clone());
         let counted = if shared {
@@ -322,24 +321,9 @@ impl SenderPolicy {
         } else {
             "in this campaign"
         };
-        if over {
-            let fate = if shared {
-                "messages to new recipients past the limit fail before sending"
-            } else {
-                "messages to new recipients past the limit will be refused"
-            };
-            Some(Warning {
-                kind: "tier",
-                message: format!(
-                    "account {name} ({}) reaches more than {limit} unique recipients {counted}, \
-                     past its messaging tier {tier} (unique recipients per rolling 24 h): {fate}",
-                    account.id
-                ),
-                account_id: Some(account.id.clone()),
-                sender: None,
-            })
-        } else if near {
-            Some(Warning {
+        let mut warnings = Vec::new();
+        if near {
+            warnings.push(Warning {
                 kind: "tier_near",
                 message: format!(
                     "account {name} ({}) reaches 80% of its messaging tier {tier} ({limit} \
@@ -348,10 +332,26 @@ impl SenderPolicy {
                 ),
                 account_id: Some(account.id.clone()),
                 sender: None,
-            })
-        } else {
-            None
+            });
         }
+        if over {
+            let fate = if shared {
+                "messages to new recipients past the limit fail before sending"
+            } else {
+                "messages to new recipients past the limit will be refused"
+            };
+            warnings.push(Warning {
+                kind: "tier",
+                message: format!(
+                    "account {name} ({}) reaches more than {limit} unique recipients {counted}, \
+                     past its messaging tier {tier} (unique recipients per rolling 24 h): {fate}",
+                    account.id
+                ),
+                account_id: Some(account.id.clone()),
+                sender: None,
+            });
+        }
+        warnings
     }
 }
 
