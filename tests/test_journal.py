@@ -250,25 +250,22 @@ def test_a_journal_of_another_campaign_is_refused(
     assert [o.idempotency_key for o in plain] == [o.idempotency_key for o in first]
 
 
-def test_a_changed_input_at_a_journaled_index_is_a_failed_outcome(
+def test_a_changed_message_is_a_new_message_and_the_others_are_done(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
 ) -> None:
-    """Input that differs from what the journal recorded at a position is not sent: that
-    message is ``failed`` (``ValidationError``), the ones before it are skipped as done, and
-    the campaign stops there (with positions shifted, nothing after it can be matched)."""
+    """The journal knows a message by what it is, not by its position: a message changed in
+    the input is a new message, sent; the others are skipped as done, and nothing stops.
+    (Before journal format 2, the first position that no longer matched stopped the run.)"""
     journal = tmp_path / "c.db"
     client.messages.send_many(messages(sender.digits, 5), journal=journal)
     changed = messages(sender.digits, 5)
     changed[2] = message(sender.digits, 2, parameters=["other"])
     sandbox.clear_requests()
     result = client.messages.send_many(changed, journal=journal)
-    assert [o.status for o in result] == ["skipped", "skipped", "failed", "skipped", "skipped"]
-    error = result.outcomes[2].error
-    assert isinstance(error, bizmsg.ValidationError) and error.field == "message"
-    assert "message #2 differs from the one the journal recorded" in str(error)
-    assert result.stopped_by is result.outcomes[2]
-    assert "stopped at message #2" in (result.outcomes[3].reason or "")
-    assert sandbox.requests() == []
+    assert [o.status for o in result] == ["skipped", "skipped", "sent", "skipped", "skipped"]
+    assert result.stopped_by is None and result.stop_reason is None
+    assert [r["body"]["template"]["parameters"] for r in sandbox.sent_messages()] == \
+        ['["other"]']
 
 
 def test_an_unusable_journal_file_is_a_campaign_error(
@@ -389,13 +386,13 @@ def test_a_ctrl_c_while_the_input_is_read_leaves_what_was_sent_alone(
     assert third.counts["skipped"] == 1500 and sandbox.sent_messages() == []
 
 
-def test_changed_input_leaves_the_journal_as_it_was(
+def test_a_reordered_or_grown_input_sends_nothing_twice(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path
 ) -> None:
-    """Input that no longer matches the journal fails at the positions that differ, without
-    touching their rows (duplicates included, which are recorded with their fingerprint): the
-    original input then still sends nothing twice. (A regression test: a row inserted at the
-    top sent the last message a second time, and the original input was then re-sent whole.)"""
+    """A row inserted at the top, the input reversed, then the original input: every message
+    already sent is skipped whatever its position, the new one is sent once, and the journal's
+    records of the first run are untouched. (Regression: with positions, a row inserted at the
+    top would have sent the last message a second time.)"""
     journal = tmp_path / "c.db"
     items = messages(sender.digits, 100)
     first = client.messages.send_many(items + [items[0]], journal=journal)
@@ -404,13 +401,16 @@ def test_changed_input_leaves_the_journal_as_it_was(
 
     shifted = [message(sender.digits, 999)] + items
     second = client.messages.send_many(shifted, journal=journal)
-    assert second.counts["sent"] == 0 and second.stopped_by is second.outcomes[0]
-    assert isinstance(second.outcomes[0].error, bizmsg.ValidationError)
-    assert journal_states(journal) == before
+    assert second.counts["sent"] == 1 and second.counts["skipped"] == 100
+    assert second.outcomes[0].ok and second.stopped_by is None
 
+    backwards = client.messages.send_many(list(reversed(items)), journal=journal)
+    assert backwards.counts["skipped"] == 100
     third = client.messages.send_many(items, journal=journal)
     assert third.counts["skipped"] == 100
-    assert commits_by_recipient(sandbox) == Counter({recipient(i): 1 for i in range(100)})
+    assert journal_states(journal) == before + Counter({"sent": 1})
+    expected = Counter({recipient(i): 1 for i in range(100)}) + Counter({recipient(999): 1})
+    assert commits_by_recipient(sandbox) == expected
 
 
 def test_a_message_in_doubt_stays_in_doubt_when_this_run_does_not_send_it(
@@ -475,7 +475,7 @@ def test_a_retry_key_is_journaled_before_it_is_used(
     connection = sqlite3.connect(journal)
     try:
         rows = connection.execute(
-            "SELECT idx, state, idempotency_key FROM bizmsg_messages").fetchall()
+            "SELECT occurrence, state, idempotency_key FROM bizmsg_messages").fetchall()
     finally:
         connection.close()
     assert rows == [(0, "dispatched", key + ".r1")]
@@ -485,20 +485,22 @@ def test_a_retry_key_is_journaled_before_it_is_used(
 def test_a_message_moved_by_changed_input_is_not_sent_again(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Path, first: str
 ) -> None:
-    """A row inserted at the top of the input moves every message one position down: the last
-    one lands where the journal has no row and would go out again with a new key, and a
-    duplicate the first run skipped would lose its original. The first position that no longer
-    matches stops the campaign. (Regression tests: both sent a second message to someone.)"""
+    """A row inserted at the top of the input moves every message one position down: none is
+    sent again, and a duplicate the first run skipped keeps its original. Only the new message
+    goes (or fails, when invalid). (Regression tests: both sent a second message to someone
+    while the journal knew messages by position.)"""
     journal = tmp_path / "c.db"
     items: list[Any] = messages(sender.digits, 10)
     client.messages.send_many(items, journal=journal)
     new: Any = message(sender.digits, 999) if first == "another message" else {"to": "12"}
     moved = client.messages.send_many([new] + items, journal=journal)
-    assert moved.counts["sent"] == 0 and moved.stopped_by is moved.outcomes[0]
+    assert moved.counts["sent"] == (1 if first == "another message" else 0)
+    assert moved.counts["skipped"] == 10 and moved.stopped_by is None
 
     journal_dup = tmp_path / "dup.db"
     a = message(sender.digits, 20)
     client.messages.send_many([a, a], journal=journal_dup)
-    again = client.messages.send_many([new, a], journal=journal_dup)
-    assert again.counts["sent"] == 0
+    other: Any = message(sender.digits, 998) if first == "another message" else {"to": "12"}
+    again = client.messages.send_many([other, a], journal=journal_dup)
+    assert again.outcomes[1].status == "skipped"
     assert max(commits_by_recipient(sandbox).values()) == 1

@@ -1,20 +1,36 @@
 //! Admission: what becomes of each message taken from the input, decided before anything is
-//! sent. A message an earlier run finished (the journal says so) is reported as it was; one an
-//! earlier run left in doubt is listed, or re-sent with its key (`resend_unknown`); an exact
-//! repeat of an earlier message is skipped (`dedupe`); one whose sender cannot send is failed
-//! (`pace="auto"`); the rest get their idempotency key and go to the send queue.
+//! sent, in two steps. First (`identify`), in input order: an invalid item fails, an exact
+//! repeat of an earlier message is skipped (`dedupe`), and every other message gets its
+//! identity (what the journal knows it by). Then (`admit`), with what the journal recorded of
+//! it: a message an earlier run finished is reported as it was; one another run holds now is
+//! skipped; one an earlier run left in doubt is listed, or re-sent with its key
+//! (`resend_unknown`); one whose sender cannot send is failed (`pace="auto"`); the rest get
+//! their idempotency key and go to the send queue.
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::handle::Warning;
-use super::journal::{recorded_result, Journaling, Row, State};
+use super::journal::{recorded_result, Identity, Journaling, Row, State};
 use super::keys::KeySource;
-use super::message::{FingerprintMap, Input};
+use super::message::{FingerprintMap, Input, Prepared};
 use super::outcome::{Outcome, Status};
 use super::send::{in_doubt, Ready};
 use super::senders::{Account, SenderPolicy};
-use crate::error::Error;
+
+/// A message after the first step. (Not boxed: it lives only while its chunk is admitted, and
+/// a box per message would cost more than the unused room of the smaller variant.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Identified<P> {
+    Message {
+        index: u64,
+        payload: P,
+        prepared: Prepared,
+        identity: Identity,
+    },
+    /// Decided already: an invalid item, or a repeat skipped by `dedupe`.
+    Decided(Outcome<P>),
+}
 
 /// What admission decided for one message.
 pub(super) enum Admitted<P> {
@@ -27,18 +43,14 @@ pub(super) enum Admitted<P> {
         /// The account whose tier its recipient counts against (`pace="auto"`).
         tier: Option<Arc<Account>>,
     },
-    /// Known from an earlier run: reported as the journal has it, nothing written, no stop
-    /// rule applies (it is not this run's doing).
+    /// Known from the journal: reported as it has it, nothing written, no stop rule applies
+    /// (it is not this run's doing).
     Recorded(Outcome<P>),
-    /// Decided now without sending: a duplicate, an invalid message, a sender that cannot
-    /// send.
+    /// Decided now without sending: a sender that cannot send.
     Decided {
         outcome: Outcome<P>,
         journaling: Journaling,
     },
-    /// Not the message the journal recorded at its position: the input changed, and the
-    /// campaign stops with `reason`.
-    InputChanged { outcome: Outcome<P>, reason: String },
 }
 
 pub(super) struct Admission {
@@ -47,6 +59,8 @@ pub(super) struct Admission {
     resend_unknown: bool,
     /// The first message with each fingerprint (duplicates point at it).
     seen: FingerprintMap<u64>,
+    /// Copies of each message so far (`dedupe=False`).
+    occurrences: FingerprintMap<u32>,
     /// With `pace="auto"`.
     pub(super) senders: Option<SenderPolicy>,
 }
@@ -63,19 +77,13 @@ impl Admission {
             dedupe,
             resend_unknown,
             seen: FingerprintMap::default(),
+            occurrences: FingerprintMap::default(),
             senders,
         }
     }
 
-    /// Decides for `item`, given what the journal recorded at its position (`recorded`).
-    /// Warnings found on the way (a sender's quality, an account near its tier) go to
-    /// `warnings`.
-    pub(super) fn admit<P>(
-        &mut self,
-        item: Input<P>,
-        recorded: Option<&Row>,
-        warnings: &mut Vec<Warning>,
-    ) -> Admitted<P> {
+    /// The first step, in input order.
+    pub(super) fn identify<P>(&mut self, item: Input<P>) -> Identified<P> {
         let Input {
             index,
             payload,
@@ -83,65 +91,12 @@ impl Admission {
         } = item;
         let prepared = match message {
             Ok(prepared) => prepared,
-            // The journal recorded a valid message here: the input changed.
-            Err(_) if recorded.is_some_and(|row| row.fingerprint.is_some()) => {
-                return input_changed(index, payload);
-            }
-            // An invalid item is never sent and needs no record; writing one could clear the
-            // doubt of the message an earlier run had at that position.
-            Err(error) => {
-                return Admitted::Decided {
-                    outcome: Outcome::failed(index, payload, error),
-                    journaling: Journaling::Skip,
-                }
-            }
+            Err(error) => return Identified::Decided(Outcome::failed(index, payload, error)),
         };
-        let mut key = prepared.key.clone();
-        let mut in_doubt_before = false;
-        if let Some(row) = recorded {
-            if row.fingerprint.is_some_and(|f| f != prepared.fingerprint) {
-                return input_changed(index, payload);
-            }
-            key = row.key.clone().or(key);
-            match row.state {
-                State::Sent | State::Rejected => {
-                    self.seen.entry(prepared.fingerprint).or_insert(index);
-                    let status = if row.state == State::Sent {
-                        "sent"
-                    } else {
-                        "rejected"
-                    };
-                    let mut outcome = Outcome::skipped(
-                        index,
-                        payload,
-                        format!("already {status} by an earlier run (journal)"),
-                    );
-                    outcome.idempotency_key = key;
-                    outcome.result = Some(recorded_result(row));
-                    return Admitted::Recorded(outcome);
-                }
-                State::Dispatched | State::Unknown if !self.resend_unknown => {
-                    self.seen.entry(prepared.fingerprint).or_insert(index);
-                    let key = key.unwrap_or_default();
-                    let mut outcome = Outcome::new(index, payload, Status::Unknown);
-                    outcome.error = Some(in_doubt(&prepared, &key));
-                    outcome.idempotency_key = Some(key);
-                    outcome.reason = Some(
-                        "in doubt since an earlier run: reconcile it, or run again with \
-                         resend_unknown=True to re-send it with the same key"
-                            .to_owned(),
-                    );
-                    return Admitted::Recorded(outcome);
-                }
-                State::Dispatched | State::Unknown => in_doubt_before = true,
-                // Never sent, or skipped: on to the same duplicate check as new messages (a
-                // duplicate skipped by an earlier run is skipped again, never sent).
-                State::Failed | State::Skipped => {}
-            }
-        }
-        if self.dedupe {
-            match self.seen.entry(prepared.fingerprint) {
-                Entry::Occupied(original) if *original.get() != index => {
+        let fingerprint = prepared.fingerprint;
+        let occurrence = if self.dedupe {
+            match self.seen.entry(fingerprint) {
+                Entry::Occupied(original) => {
                     let original = *original.get();
                     let mut outcome = Outcome::skipped(
                         index,
@@ -149,14 +104,50 @@ impl Admission {
                         format!("duplicate of message #{original}"),
                     );
                     outcome.duplicate_of = Some(original);
-                    return Admitted::Decided {
-                        outcome,
-                        journaling: Journaling::Write(Some(prepared.fingerprint)),
-                    };
+                    return Identified::Decided(outcome);
                 }
-                Entry::Occupied(_) => {}
                 Entry::Vacant(slot) => {
                     slot.insert(index);
+                    0
+                }
+            }
+        } else {
+            let copies = self.occurrences.entry(fingerprint).or_insert(0);
+            let occurrence = *copies;
+            *copies = copies.saturating_add(1);
+            occurrence
+        };
+        Identified::Message {
+            index,
+            payload,
+            prepared,
+            identity: Identity {
+                fingerprint,
+                occurrence,
+            },
+        }
+    }
+
+    /// The second step, given the journal's record of the message (`recorded`). Warnings
+    /// found on the way (a sender's quality) go to `warnings`.
+    pub(super) fn admit<P>(
+        &mut self,
+        index: u64,
+        payload: P,
+        prepared: Prepared,
+        identity: Identity,
+        recorded: Option<&Row>,
+        warnings: &mut Vec<Warning>,
+    ) -> Admitted<P> {
+        let mut key = prepared.key.clone();
+        let mut in_doubt_before = false;
+        if let Some(row) = recorded {
+            key = row.key.clone().or(key);
+            match settled_by(row, self.resend_unknown) {
+                Settled::No => {}
+                Settled::InDoubtToResend => in_doubt_before = true,
+                settled => {
+                    return Admitted::Recorded(settled.outcome(index, payload, &prepared, row))
                 }
             }
         }
@@ -173,16 +164,17 @@ impl Admission {
             Some(Err(error)) => {
                 return Admitted::Decided {
                     outcome: Outcome::failed(index, payload, error),
-                    journaling: Journaling::Write(Some(prepared.fingerprint)),
+                    journaling: Journaling::Skip,
                 }
             }
         };
-        let key = key.unwrap_or_else(|| self.keys.key(index, prepared.fingerprint));
+        let key = key.unwrap_or_else(|| self.keys.key(identity));
         Admitted::Send {
             ready: Ready {
                 index,
                 payload,
                 prepared,
+                identity,
                 key,
                 pace,
             },
@@ -190,20 +182,101 @@ impl Admission {
             tier,
         }
     }
+
+    /// What a record this run lost a claim to says of the message: the same rules as at
+    /// admission.
+    pub(super) fn after_lost_claim<P>(&self, ready: Ready<P>, row: &Row) -> AfterLostClaim<P> {
+        match settled_by(row, self.resend_unknown) {
+            Settled::No => AfterLostClaim::ClaimAgain {
+                ready,
+                in_doubt: false,
+            },
+            Settled::InDoubtToResend => AfterLostClaim::ClaimAgain {
+                ready,
+                in_doubt: true,
+            },
+            settled => AfterLostClaim::Settled(settled.outcome(
+                ready.index,
+                ready.payload,
+                &ready.prepared,
+                row,
+            )),
+        }
+    }
 }
 
-/// The message at `index` is not the one the journal recorded there: the input changed since
-/// the journal was written. Its outcome is failed and the campaign stops, since with positions
-/// shifted nothing after it can be matched with what was sent (a message moved to a later
-/// position would get a new key and go out again). The journal is left as it is.
-fn input_changed<P>(index: u64, payload: P) -> Admitted<P> {
-    let reason = format!(
-        "message #{index} differs from the one the journal recorded at that position: the \
-         input changed since the journal was written (use a new journal for new input)"
-    );
-    let error = Error::validation("message", reason.clone());
-    Admitted::InputChanged {
-        outcome: Outcome::failed(index, payload, error),
-        reason,
+/// A message whose claim another run's record beat.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum AfterLostClaim<P> {
+    /// Its outcome: done, being sent by another run, or in doubt.
+    Settled(Outcome<P>),
+    /// It may go after all (its holder ended meanwhile): to be claimed again, taking it over
+    /// when it is in doubt (`resend_unknown`).
+    ClaimAgain { ready: Ready<P>, in_doubt: bool },
+}
+
+/// What a record says of a message.
+enum Settled {
+    /// Nothing that stops it: no result, never sent.
+    No,
+    /// Sent or rejected by some run.
+    Done,
+    /// Claimed by a run of another process that is alive: being sent now.
+    HeldElsewhere,
+    /// Claimed by a run that is gone, without a result: it may have been sent.
+    InDoubt,
+    /// In doubt, and to be re-sent with its key (`resend_unknown`).
+    InDoubtToResend,
+}
+
+fn settled_by(row: &Row, resend_unknown: bool) -> Settled {
+    match row.state {
+        State::Sent | State::Rejected => Settled::Done,
+        State::Dispatched | State::Unknown if row.held_elsewhere => Settled::HeldElsewhere,
+        State::Dispatched | State::Unknown if resend_unknown => Settled::InDoubtToResend,
+        State::Dispatched | State::Unknown => Settled::InDoubt,
+        // Never sent: sent now like a new message.
+        State::Failed | State::Skipped => Settled::No,
+    }
+}
+
+impl Settled {
+    fn outcome<P>(self, index: u64, payload: P, prepared: &Prepared, row: &Row) -> Outcome<P> {
+        let key = row.key.clone().or_else(|| prepared.key.clone());
+        let mut outcome = match self {
+            Settled::Done => {
+                let status = if row.state == State::Sent {
+                    "sent"
+                } else {
+                    "rejected"
+                };
+                let mut outcome = Outcome::skipped(
+                    index,
+                    payload,
+                    format!("already {status} by an earlier run (journal)"),
+                );
+                outcome.result = Some(recorded_result(row));
+                outcome
+            }
+            Settled::HeldElsewhere => Outcome::skipped(
+                index,
+                payload,
+                "being sent by another run of this campaign, which holds it (journal): not \
+                 sent by this one",
+            ),
+            Settled::InDoubt | Settled::No | Settled::InDoubtToResend => {
+                let key = key.clone().unwrap_or_default();
+                let mut outcome = Outcome::new(index, payload, Status::Unknown);
+                outcome.error = Some(in_doubt(prepared, &key));
+                outcome.reason = Some(
+                    "in doubt since an earlier run: reconcile it, or run again with \
+                     resend_unknown=True to re-send it with the same key"
+                        .to_owned(),
+                );
+                outcome
+            }
+        };
+        outcome.idempotency_key = key;
+        outcome
     }
 }

@@ -18,9 +18,11 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use super::admit::{Admission, Admitted};
+use super::admit::{Admission, Admitted, AfterLostClaim, Identified};
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
-use super::journal::{row_of, JournalStore, Journaling, Row, SqliteJournal, State};
+use super::journal::{
+    row_of, Claim, Claimed, Identity, JournalStore, Journaling, Row, SqliteJournal,
+};
 use super::keys::KeySource;
 use super::message::Input;
 use super::outcome::Outcome;
@@ -65,7 +67,12 @@ struct Engine<P> {
     doubtful: HashSet<u64>,
     /// The first journal failure: the campaign stops gracefully and reports it at the end.
     failure: Option<Error>,
+    /// How many times the send queue was emptied by a stop (claims made before are ignored).
+    drained: u64,
 }
+
+/// Claims being made, and the queue they were made for.
+type Marking = BoxFuture<'static, Result<(u64, Vec<Claimed>)>>;
 
 pub(super) async fn run<P: Send + 'static>(
     client: Client,
@@ -115,12 +122,12 @@ impl<P: Send + 'static> Engine<P> {
             Some(path) => {
                 let path = path.clone();
                 let id = options.campaign_id.clone();
-                let opened =
-                    tokio::task::spawn_blocking(move || SqliteJournal::open(&path, id.as_deref()))
-                        .await
-                        .map_err(|e| {
-                            Error::Internal(format!("the journal could not be opened: {e}"))
-                        })??;
+                let lease = options.lease;
+                let opened = tokio::task::spawn_blocking(move || {
+                    SqliteJournal::open(&path, id.as_deref(), lease)
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("the journal could not be opened: {e}")))??;
                 Some(Arc::new(opened))
             }
             None => None,
@@ -183,13 +190,14 @@ impl<P: Send + 'static> Engine<P> {
             stopped: None,
             doubtful: HashSet::new(),
             failure: None,
+            drained: 0,
         })
     }
 
     async fn drive(&mut self, input: &mut mpsc::UnboundedReceiver<Feed<P>>) -> Result<()> {
         let mut input_done = false;
         let mut waiting_for_input = false;
-        let mut marking: Option<BoxFuture<'static, Result<usize>>> = None;
+        let mut marking: Option<Marking> = None;
         let mut flush = tokio::time::interval(FLUSH_EVERY);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -256,7 +264,7 @@ impl<P: Send + 'static> Engine<P> {
                 marked = async { match marking.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if marking.is_some() => {
                     marking = None;
                     match marked {
-                        Ok(count) => self.marked += count,
+                        Ok((drained, claimed)) => self.claimed(drained, claimed),
                         Err(error) => self.fail(error),
                     }
                 }
@@ -378,6 +386,7 @@ impl<P: Send + 'static> Engine<P> {
     fn finish(&mut self, finished: Finished<P>) -> Result<()> {
         let Finished {
             outcome,
+            identity,
             stop,
             failure,
         } = finished;
@@ -394,7 +403,7 @@ impl<P: Send + 'static> Engine<P> {
                 );
             }
         }
-        self.record(outcome, Journaling::Write(None))
+        self.record(outcome, Journaling::Write(identity))
     }
 
     /// Stops taking messages: those waiting are reported skipped (and, in the journal, as never
@@ -414,14 +423,15 @@ impl<P: Send + 'static> Engine<P> {
         let note = self.not_sent_note();
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         self.marked = 0;
+        // Claims being made now are answered for messages no longer waiting: ignored.
+        self.drained = self.drained.wrapping_add(1);
         for ready in waiting {
             let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
             outcome.idempotency_key = Some(ready.key);
-            // A write error here surfaces at the final flush.
-            let _ = self.journal_outcome(
-                &outcome,
-                Journaling::Write(Some(ready.prepared.fingerprint)),
-            );
+            // Written whether or not the claim was made (a claim being made now is committed
+            // before this write, and a record this run does not hold is never written): a
+            // write error here surfaces at the final flush.
+            let _ = self.journal_outcome(&outcome, Journaling::Write(ready.identity));
             self.buffer.push(outcome);
         }
     }
@@ -452,40 +462,76 @@ impl<P: Send + 'static> Engine<P> {
     fn journal_outcome(&mut self, outcome: &Outcome<P>, journaling: Journaling) -> Result<()> {
         let doubt_before = self.doubtful.remove(&outcome.index);
         match (&self.journal, journaling) {
-            (Some(journal), Journaling::Write(fingerprint)) => {
-                journal.write(vec![row_of(outcome, fingerprint, !doubt_before)])
+            (Some(journal), Journaling::Write(identity)) => {
+                journal.write(vec![row_of(outcome, identity, !doubt_before)])
             }
             _ => Ok(()),
         }
     }
 
-    /// Marks the next messages in the journal before they may be dispatched.
-    fn mark_ahead(&mut self) -> Option<BoxFuture<'static, Result<usize>>> {
+    /// Claims the next messages in the journal before they may be dispatched: what this run
+    /// wins is marked `dispatched` with its key, durably.
+    fn mark_ahead(&mut self) -> Option<Marking> {
         let journal = self.journal.clone()?;
         if self.marked >= MARK_AHEAD / 2 || self.marked >= self.ready.len() {
             return None;
         }
-        let rows: Vec<Row> = self
+        let claims: Vec<Claim> = self
             .ready
             .iter()
             .skip(self.marked)
             .take(MARK_AHEAD)
-            .map(|ready| Row {
-                index: ready.index,
-                fingerprint: Some(ready.prepared.fingerprint),
-                key: Some(ready.key.clone()),
-                state: State::Dispatched,
-                sms_id: None,
-                code: None,
-                msg: None,
-                clears_doubt: false,
+            .map(|ready| Claim {
+                identity: ready.identity,
+                key: ready.key.clone(),
+                take_over: self.doubtful.contains(&ready.index),
             })
             .collect();
-        let count = rows.len();
+        let drained = self.drained;
         Some(Box::pin(async move {
-            journal.write_durably(rows).await?;
-            Ok(count)
+            let claimed = journal.claim(claims).await?;
+            Ok((drained, claimed))
         }))
+    }
+
+    /// What the journal answered to the claims of `ready[marked..]`: the messages won are
+    /// marked; the others are taken out of the queue with the outcome their records give
+    /// (done, being sent by another run, in doubt), or queued again when it says they may go.
+    fn claimed(&mut self, drained: u64, claimed: Vec<Claimed>) {
+        if drained != self.drained {
+            // The queue was emptied meanwhile (a stop): these messages were reported already.
+            return;
+        }
+        let start = self.marked;
+        let mut won = 0;
+        let mut lost = Vec::new();
+        for (offset, claim) in claimed.into_iter().enumerate() {
+            match claim {
+                Claimed::Won => won += 1,
+                Claimed::Lost(row) => lost.push((start + offset, row)),
+            }
+        }
+        // From the back, so the positions before stay right.
+        let mut settled = Vec::new();
+        for (position, row) in lost.into_iter().rev() {
+            if let Some(ready) = self.ready.remove(position) {
+                match self.admission.after_lost_claim(ready, &row) {
+                    AfterLostClaim::Settled(outcome) => settled.push(outcome),
+                    // At the back, to be claimed again.
+                    AfterLostClaim::ClaimAgain { ready, in_doubt } => {
+                        if in_doubt {
+                            self.doubtful.insert(ready.index);
+                        }
+                        self.ready.push_back(ready);
+                    }
+                }
+            }
+        }
+        self.marked += won;
+        for outcome in settled.into_iter().rev() {
+            self.doubtful.remove(&outcome.index);
+            self.buffer.push(outcome);
+        }
     }
 
     fn dispatch(&mut self) {
@@ -506,28 +552,53 @@ impl<P: Send + 'static> Engine<P> {
     /// sent). Once the campaign stops (an error with `stop_on_error`, a journal failure), the
     /// rest of the chunk is reported as not taken.
     async fn accept(&mut self, items: Vec<Input<P>>) {
-        let lookup = match (&self.journal, items.first(), items.last()) {
-            (Some(journal), Some(first), Some(last)) => {
-                journal.lookup(first.index, last.index).await
+        let identified: Vec<Identified<P>> = items
+            .into_iter()
+            .map(|item| self.admission.identify(item))
+            .collect();
+        let lookup = match &self.journal {
+            Some(journal) => {
+                let identities = identified
+                    .iter()
+                    .filter_map(|item| match item {
+                        Identified::Message { identity, .. } => Some(*identity),
+                        Identified::Decided(_) => None,
+                    })
+                    .collect();
+                journal.lookup(identities).await
             }
-            _ => Ok(Vec::new()),
+            None => Ok(Vec::new()),
         };
-        let recorded: HashMap<u64, Row> = match lookup {
-            Ok(rows) => rows.into_iter().map(|row| (row.index, row)).collect(),
+        let recorded: HashMap<Identity, Row> = match lookup {
+            Ok(rows) => rows.into_iter().map(|row| (row.identity, row)).collect(),
             Err(error) => {
                 self.fail(error);
-                return self.not_taken(items);
+                return self.not_identified(identified);
             }
         };
-        let mut items = items.into_iter();
+        let mut items = identified.into_iter();
         let mut warnings = Vec::new();
         let mut sends = Vec::new();
         while self.stopped.is_none() {
             let Some(item) = items.next() else {
                 break;
             };
-            let row = recorded.get(&item.index);
-            let admitted = self.admission.admit(item, row, &mut warnings);
+            let admitted = match item {
+                Identified::Decided(outcome) => Admitted::Decided {
+                    outcome,
+                    journaling: Journaling::Skip,
+                },
+                Identified::Message {
+                    index,
+                    payload,
+                    prepared,
+                    identity,
+                } => {
+                    let row = recorded.get(&identity);
+                    self.admission
+                        .admit(index, payload, prepared, identity, row, &mut warnings)
+                }
+            };
             for warning in warnings.drain(..) {
                 self.warn(warning);
             }
@@ -544,7 +615,7 @@ impl<P: Send + 'static> Engine<P> {
                 }
             }
         }
-        let rest: Vec<Input<P>> = items.collect();
+        let rest: Vec<Identified<P>> = items.collect();
         let counted: Vec<(usize, u64, Arc<Account>)> = sends
             .iter()
             .enumerate()
@@ -571,7 +642,21 @@ impl<P: Send + 'static> Engine<P> {
             }
             self.ready.push_back(ready);
         }
-        self.not_taken(rest);
+        self.not_identified(rest);
+    }
+
+    /// [`Engine::not_taken`] for items identified already.
+    fn not_identified(&mut self, items: Vec<Identified<P>>) {
+        let note = self.not_sent_note();
+        for item in items {
+            let outcome = match item {
+                Identified::Decided(outcome) => outcome,
+                Identified::Message { index, payload, .. } => {
+                    Outcome::skipped(index, payload, note.clone())
+                }
+            };
+            self.buffer.push(outcome);
+        }
     }
 
     /// Counts the recipients of the messages about to be queued against their accounts' tiers
@@ -661,12 +746,6 @@ impl<P: Send + 'static> Engine<P> {
                 outcome,
                 journaling,
             } => self.record(outcome, journaling),
-            Admitted::InputChanged { outcome, reason } => {
-                if self.stopped.is_none() {
-                    self.stop(Some(outcome.index), &reason);
-                }
-                self.record(outcome, Journaling::Skip)
-            }
         }
     }
 }

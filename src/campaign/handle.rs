@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
@@ -35,9 +36,16 @@ pub struct Options {
     /// an account past its messaging tier fails before sending (the platform would refuse
     /// it). Off: it is sent, and the platform decides.
     pub enforce_tier: bool,
+    /// How long a run's claims stand without a sign of life from it, where the journal
+    /// cannot tell from something that dies with its process (a lock, a session) that it is
+    /// gone. Longer than any request's deadline.
+    pub lease: Duration,
     /// `timeout` and `max_retries` of each message.
     pub call: CallOptions,
 }
+
+/// The lease of a run's claims unless told otherwise: far above any request's deadline.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 
 impl Default for Options {
     fn default() -> Self {
@@ -51,13 +59,15 @@ impl Default for Options {
             campaign_id: None,
             resend_unknown: false,
             enforce_tier: true,
+            lease: DEFAULT_LEASE,
             call: CallOptions::default(),
         }
     }
 }
 
 impl Options {
-    pub(super) fn check(&self) -> Result<()> {
+    /// Checks the options against each other and against `client`'s timeouts.
+    pub(super) fn check(&self, client: &Client) -> Result<()> {
         if !(1..=10_000).contains(&self.concurrency) {
             return Err(Error::validation(
                 "concurrency",
@@ -71,6 +81,22 @@ impl Options {
             if id.trim().is_empty() {
                 return Err(Error::validation("campaign_id", "must not be empty"));
             }
+        }
+        let deadline = self
+            .call
+            .timeout
+            .and_then(|timeout| timeout.total)
+            .or(client.timeout().total);
+        if let Some(deadline) = deadline.filter(|deadline| self.lease <= *deadline) {
+            return Err(Error::validation(
+                "lease",
+                format!(
+                    "{:.1}s is not longer than a request's deadline ({:.1}s): a live run's \
+                     claims would be taken for a dead one's",
+                    self.lease.as_secs_f64(),
+                    deadline.as_secs_f64()
+                ),
+            ));
         }
         if self.call.idempotency_key.is_some() {
             return Err(Error::validation(
@@ -178,7 +204,7 @@ impl<P: Send + 'static> Campaign<P> {
         options: Options,
         runtime: &tokio::runtime::Handle,
     ) -> Result<Self> {
-        options.check()?;
+        options.check(&client)?;
         let (input, input_rx) = mpsc::unbounded_channel();
         let (events_tx, events) = mpsc::unbounded_channel();
         let control = Arc::new(Control::new());

@@ -27,8 +27,8 @@ mod senders;
 #[cfg(test)]
 mod tests;
 
-pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning};
-pub use journal::{JournalStore, Row, SqliteJournal, State};
+pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
+pub use journal::{Claim, Claimed, Identity, JournalStore, Row, SqliteJournal, State};
 pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};

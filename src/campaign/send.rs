@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::handle::{Control, ABANDON, RUN};
-use super::journal::{JournalStore, Row, State};
+use super::journal::{Identity, JournalStore, Row, State};
 use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
@@ -26,6 +26,8 @@ pub(super) struct Ready<P> {
     pub(super) index: u64,
     pub(super) payload: P,
     pub(super) prepared: Prepared,
+    /// What the journal knows it by.
+    pub(super) identity: Identity,
     pub(super) key: String,
     /// Its sender's pace in messages per second (`pace="auto"`).
     pub(super) pace: Option<f64>,
@@ -37,6 +39,7 @@ const PAIR_RATE_WAIT_CAP: Duration = Duration::from_secs(15 * 60);
 /// A finished send and, when the platform asked for it, why the campaign must stop.
 pub(super) struct Finished<P> {
     pub(super) outcome: Outcome<P>,
+    pub(super) identity: Identity,
     pub(super) stop: Option<String>,
     /// A failure of the campaign itself (its shared store), reported at its end.
     pub(super) failure: Option<Error>,
@@ -63,13 +66,14 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         index,
         payload,
         prepared,
+        identity,
         key,
         pace,
     } = ready;
     // A retry's own key, once there is one (most messages never need one: no allocation).
     let current = Mutex::new(None);
     let keys = KeyInUse {
-        index,
+        identity,
         base: &key,
         journal: context.journal.as_deref(),
         current: &current,
@@ -90,6 +94,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
             };
             Finished {
                 outcome,
+                identity,
                 stop,
                 failure,
             }
@@ -106,6 +111,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
             outcome.idempotency_key = Some(key);
             Finished {
                 outcome,
+                identity,
                 stop: None,
                 failure: None,
             }
@@ -185,7 +191,7 @@ const SENDER_THROUGHPUT: &str = "130429";
 /// The idempotency key a message is being sent with, and where a new one is recorded before a
 /// retry uses it.
 struct KeyInUse<'a> {
-    index: u64,
+    identity: Identity,
     base: &'a str,
     journal: Option<&'a dyn JournalStore>,
     current: &'a Mutex<Option<String>>,
@@ -199,16 +205,11 @@ impl KeyInUse<'_> {
     async fn switch_to(&self, next: &str) -> Result<()> {
         if let Some(journal) = self.journal {
             journal
-                .write_durably(vec![Row {
-                    index: self.index,
-                    fingerprint: None,
-                    key: Some(next.to_owned()),
-                    state: State::Dispatched,
-                    sms_id: None,
-                    code: None,
-                    msg: None,
-                    clears_doubt: false,
-                }])
+                .write_durably(vec![Row::new(
+                    self.identity,
+                    State::Dispatched,
+                    Some(next.to_owned()),
+                )])
                 .await?;
         }
         let mut current = self

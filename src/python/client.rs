@@ -408,6 +408,7 @@ impl NativeClient {
                 campaign_id,
                 resend_unknown,
                 enforce_tier: true,
+                lease: crate::campaign::DEFAULT_LEASE,
                 call: call_options(timeout, max_retries, None)?,
             })
         };

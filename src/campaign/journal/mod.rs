@@ -1,15 +1,28 @@
-//! The campaign journal: one record per message (fingerprint, idempotency key, state, and the
-//! result when one came), so a campaign interrupted by a crash or Ctrl-C can be run again and
-//! send only what was never sent.
+//! The campaign journal: what a campaign did with each message (its idempotency key, its
+//! state, the result when one came), so a campaign interrupted by a crash, Ctrl-C or SIGTERM
+//! can be run again, by this process or another, and send only what was never sent.
 //!
-//! Crash safety rests on one ordering: a message's record is written as `dispatched`, and that
-//! write is committed, before its request can leave. After a crash, a message without a record
-//! certainly never left; a `dispatched` record without a final state may have (it is in doubt,
-//! like an unknown outcome).
+//! A message is known by what it is, not by where it stood in one run's input: its
+//! [`Identity`] is its fingerprint (recipient, sender, template, parameters, language) and, when
+//! `dedupe=False` lets one message repeat, its occurrence. So a campaign cut into shards one way
+//! and re-run cut another way, or with its input reordered, resumes without re-sending, and its
+//! idempotency keys (derived from the same identity) are the same in every process.
 //!
-//! The engine talks to a [`JournalStore`]; `sqlite.rs` is the embedded one (a file per
-//! campaign). This file also maps outcomes to records and back.
+//! Crash safety rests on one ordering: a message is **claimed** (recorded `dispatched` by this
+//! run, with its key), and the claim is committed, before its request can leave. After a crash,
+//! a message without a record certainly never left; a claim without a result may have (it is
+//! in doubt, like an unknown outcome). Two runs of one campaign at the same time (a job queue's
+//! redelivery while the first worker is alive, a cron job overlapping a slow run) never both
+//! send a message: the first to claim it sends it, the other is told who holds it. A claim
+//! belongs to a run whose liveness the store can tell from something that dies with its
+//! process (a lock on a file, a database session): the claims of a run that died are in doubt
+//! at once, not after a lease.
+//!
+//! The engine talks to a [`JournalStore`]: `sqlite.rs` (a file per campaign, the embedded one)
+//! or `postgres.rs` (any number of campaigns, shared by processes on many hosts). This file
+//! also maps outcomes to records and back.
 
+mod run_lock;
 mod sqlite;
 
 use futures::future::BoxFuture;
@@ -20,6 +33,15 @@ use super::message::Fingerprint;
 use super::outcome::{Outcome, Status};
 use crate::error::Result;
 use crate::wire::{RawJson, Scalar, SendResult};
+
+/// A message as the journal knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub fingerprint: Fingerprint,
+    /// 0 for the first (or only) copy of a message; the n-th repeat in one input is n, when
+    /// `dedupe=False` sends repeats.
+    pub occurrence: u32,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -32,7 +54,7 @@ pub enum State {
 }
 
 impl State {
-    pub(super) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             State::Dispatched => "dispatched",
             State::Sent => "sent",
@@ -43,7 +65,7 @@ impl State {
         }
     }
 
-    pub(super) fn parse(text: &str) -> Option<Self> {
+    pub fn parse(text: &str) -> Option<Self> {
         [
             State::Dispatched,
             State::Sent,
@@ -57,40 +79,86 @@ impl State {
     }
 }
 
+/// What the journal holds of one message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    pub index: u64,
-    pub fingerprint: Option<Fingerprint>,
+    pub identity: Identity,
     pub key: Option<String>,
     pub state: State,
     pub sms_id: Option<String>,
     pub code: Option<String>,
     pub msg: Option<String>,
-    /// Whether this write may turn a `dispatched` or `unknown` row into `failed` or `skipped`
-    /// (never sent). Only the run that marked the message, and knows it never left, may: a
-    /// message in doubt since an earlier run stays in doubt whatever this run saw of it.
+    /// Written by this run: whether this write may turn a `dispatched` or `unknown` record
+    /// into `failed` or `skipped` (never sent). Only the run that claimed the message, and
+    /// knows it never left, may: a message in doubt since an earlier run stays in doubt
+    /// whatever this run saw of it.
     pub clears_doubt: bool,
+    /// Read back: the message is claimed by another run that is still alive (it is being sent
+    /// now, by another process).
+    pub held_elsewhere: bool,
 }
 
-/// Whether an outcome is written to the journal (with the message's fingerprint when known).
+impl Row {
+    /// A record of `identity` to write.
+    pub fn new(identity: Identity, state: State, key: Option<String>) -> Self {
+        Row {
+            identity,
+            key,
+            state,
+            sms_id: None,
+            code: None,
+            msg: None,
+            clears_doubt: false,
+            held_elsewhere: false,
+        }
+    }
+}
+
+/// A message this run wants to send: its identity and the key it will go out with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    pub identity: Identity,
+    pub key: String,
+    /// Take it over from an earlier run that left it in doubt and is no longer alive
+    /// (`resend_unknown=True`: it is re-sent with the same key).
+    pub take_over: bool,
+}
+
+/// What became of one [`Claim`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claimed {
+    /// This run holds it: it may be sent.
+    Won,
+    /// Another run has it (holds it now, finished it, or left it in doubt): its record.
+    Lost(Row),
+}
+
+/// Whether an outcome is written to the journal (with the message's identity).
 pub(super) enum Journaling {
-    Write(Option<Fingerprint>),
+    Write(Identity),
     Skip,
 }
 
-/// Where a campaign's records are kept. Writes are batched by the store; `write_durably` returns
-/// once its rows (and every row written before them) are committed.
+/// Where a campaign's records are kept. Writes are batched by the store; a claim and
+/// `write_durably` return once committed (with every write before them).
 pub trait JournalStore: Send + Sync {
     /// The campaign the journal belongs to (given, or recorded by the run that made it).
     fn campaign_id(&self) -> &str;
 
-    /// The records of messages `first..=last` written by earlier runs.
-    fn lookup(&self, first: u64, last: u64) -> BoxFuture<'_, Result<Vec<Row>>>;
+    /// The records of these messages (those that have one), with `held_elsewhere` set for the
+    /// ones a live run of another process holds.
+    fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>>;
 
-    /// Writes `rows` and waits until they are committed.
+    /// Claims these messages for this run, durably, one answer per claim in order. A message
+    /// is won when it has no record, or one that says it was never sent (`failed`,
+    /// `skipped`), or (`take_over`) one in doubt from a run that is gone.
+    fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>>;
+
+    /// Writes `rows` (of messages this run claimed) and waits until they are committed.
     fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>>;
 
-    /// Writes `rows` in a coming transaction (a failure surfaces at the next durable write).
+    /// Writes `rows` (of messages this run claimed) in a coming transaction (a failure
+    /// surfaces at the next durable write).
     fn write(&self, rows: Vec<Row>) -> Result<()>;
 
     /// Commits everything written so far (and reports a write that failed earlier).
@@ -99,12 +167,8 @@ pub trait JournalStore: Send + Sync {
     }
 }
 
-/// The journal row of a finished message.
-pub(super) fn row_of<P>(
-    outcome: &Outcome<P>,
-    fingerprint: Option<Fingerprint>,
-    clears_doubt: bool,
-) -> Row {
+/// The journal record of a finished message.
+pub(super) fn row_of<P>(outcome: &Outcome<P>, identity: Identity, clears_doubt: bool) -> Row {
     let state = match outcome.status {
         Status::Sent => State::Sent,
         Status::Rejected => State::Rejected,
@@ -115,9 +179,9 @@ pub(super) fn row_of<P>(
     let text = |value: &Option<Scalar>| value.as_ref().map(|value| value.text().to_owned());
     let result = outcome.result.as_ref();
     Row {
-        index: outcome.index,
-        fingerprint,
+        identity,
         clears_doubt,
+        held_elsewhere: false,
         key: outcome.idempotency_key.clone(),
         state,
         sms_id: result.and_then(|r| text(&r.sms_id)),

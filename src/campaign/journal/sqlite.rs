@@ -1,33 +1,46 @@
-//! The embedded journal: one SQLite file per campaign, one row per message (index,
-//! fingerprint, idempotency key, state, sms_id, code, msg).
+//! The embedded journal: one SQLite file per campaign, one row per message this campaign
+//! claimed (fingerprint, occurrence, idempotency key, state, the run holding it, sms_id, code,
+//! msg), and one row per run.
 //!
 //! SQLite runs on a thread of its own; every command that arrives while it works joins the
 //! next transaction, so writes are batched by how busy the campaign is. WAL with
-//! `synchronous=NORMAL` makes each commit survive the process being killed.
+//! `synchronous=NORMAL` makes each commit survive the process being killed. Several processes
+//! may run one campaign on one file at once (a cron job overlapping a slow run): every
+//! transaction takes SQLite's write lock first (`BEGIN IMMEDIATE`, waiting up to
+//! `BUSY_TIMEOUT`), so a claim's read and write are one step for all of them, and a run's
+//! liveness is its lock file (`run_lock.rs`), with the lease as a fallback.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{JournalStore, Row, State};
-use crate::campaign::message::Fingerprint;
+use super::run_lock::{is_alive, lock_dir, RunLock};
+use super::{Claim, Claimed, Identity, JournalStore, Row, State};
 use crate::error::{Error, Result};
 
-const SCHEMA: &str = "1";
+/// Format 2: messages known by identity (format 1 knew them by position), runs and claims.
+const SCHEMA: &str = "2";
+/// How long a transaction waits for another process's to end before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 enum Command {
     Lookup {
-        first: u64,
-        last: u64,
+        identities: Vec<Identity>,
         reply: oneshot::Sender<Result<Vec<Row>>>,
+    },
+    Claim {
+        claims: Vec<Claim>,
+        reply: oneshot::Sender<Result<Vec<Claimed>>>,
     },
     Write {
         rows: Vec<Row>,
-        /// Told once the rows are committed (dispatch marks wait for it).
+        /// Told once the rows are committed (a retry's new key waits for it).
         reply: Option<oneshot::Sender<Result<()>>>,
     },
 }
@@ -43,22 +56,55 @@ fn failed(path: &Path, what: &str, error: impl std::fmt::Display) -> Error {
     Error::Campaign(format!("journal {}: {what}: {error}", path.display()))
 }
 
+/// This run, as the writer thread knows it.
+struct Run {
+    id: String,
+    /// Where the lock files of every run are.
+    locks: PathBuf,
+    /// Held for the run's life; dropped (released) by the writer thread when it ends.
+    lock: Option<RunLock>,
+    /// A run whose heartbeat is older than this is gone, whatever its lock says.
+    lease: Duration,
+}
+
 impl SqliteJournal {
-    /// Opens (or creates) the journal at `path`. A journal keeps the campaign id it was made
-    /// with (`campaign_id`, or a random one): running it with another id is refused.
-    pub fn open(path: &Path, campaign_id: Option<&str>) -> Result<SqliteJournal> {
-        let connection = Connection::open(path).map_err(|e| failed(path, "cannot be opened", e))?;
-        let campaign_id = prepare(&connection, campaign_id).map_err(|e| match e {
+    /// Opens (or creates) the journal at `path` and starts a run in it. A journal keeps the
+    /// campaign id it was made with (`campaign_id`, or a random one): running it with another
+    /// id is refused. A run older than `lease` without a sign of life is taken for gone.
+    pub fn open(path: &Path, campaign_id: Option<&str>, lease: Duration) -> Result<SqliteJournal> {
+        let mut connection =
+            Connection::open(path).map_err(|e| failed(path, "cannot be opened", e))?;
+        connection
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| failed(path, "is not usable", e))?;
+        let campaign_id = prepare(&mut connection, campaign_id).map_err(|e| match e {
             Setup::Sqlite(e) => failed(path, "is not usable", e),
             Setup::Refused(message) => {
                 Error::Campaign(format!("journal {}: {message}", path.display()))
             }
         })?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let locks = lock_dir(path);
+        let lock = RunLock::acquire(&locks, &id)
+            .map_err(|e| failed(path, "cannot lock this run's file", e))?;
+        connection
+            .execute(
+                "INSERT INTO bizmsg_runs (id, state, host, pid, started_at, heartbeat_at)
+                 VALUES (?1, 'running', ?2, ?3, ?4, ?4)",
+                params![id, host(), std::process::id(), now()],
+            )
+            .map_err(|e| failed(path, "cannot record this run", e))?;
+        let run = Run {
+            id,
+            locks,
+            lock: Some(lock),
+            lease,
+        };
         let (commands, received) = mpsc::channel();
         let thread_path = path.to_owned();
         let thread = std::thread::Builder::new()
             .name("bizmsg-journal".to_owned())
-            .spawn(move || serve(connection, &thread_path, received))
+            .spawn(move || serve(connection, &thread_path, run, received))
             .map_err(|e| failed(path, "cannot start its writer thread", e))?;
         Ok(SqliteJournal {
             commands: Some(commands),
@@ -75,7 +121,7 @@ impl SqliteJournal {
             .ok_or_else(|| failed(&self.path, "writer", "has stopped"))
     }
 
-    /// Stops the writer after it committed everything queued; waits for it.
+    /// Ends the run after everything queued is committed; waits for it.
     pub fn close(&mut self) {
         self.commands = None;
         if let Some(thread) = self.thread.take() {
@@ -89,10 +135,20 @@ impl JournalStore for SqliteJournal {
         &self.campaign_id
     }
 
-    fn lookup(&self, first: u64, last: u64) -> BoxFuture<'_, Result<Vec<Row>>> {
+    fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
-            self.send(Command::Lookup { first, last, reply })?;
+            self.send(Command::Lookup { identities, reply })?;
+            answer
+                .await
+                .map_err(|_| failed(&self.path, "writer", "stopped"))?
+        })
+    }
+
+    fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Claim { claims, reply })?;
             answer
                 .await
                 .map_err(|_| failed(&self.path, "writer", "stopped"))?
@@ -134,27 +190,47 @@ impl From<rusqlite::Error> for Setup {
     }
 }
 
+const TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS bizmsg_campaign (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS bizmsg_runs (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        host TEXT,
+        pid INTEGER,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL,
+        ended_at REAL
+    );
+    CREATE TABLE IF NOT EXISTS bizmsg_messages (
+        fingerprint TEXT NOT NULL,
+        occurrence INTEGER NOT NULL,
+        idempotency_key TEXT,
+        state TEXT NOT NULL,
+        run_id TEXT,
+        inherited_doubt INTEGER NOT NULL DEFAULT 0,
+        sms_id TEXT,
+        code TEXT,
+        msg TEXT,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (fingerprint, occurrence)
+    ) WITHOUT ROWID;";
+
+/// Creates the tables (or moves a format-1 journal to format 2) and settles the campaign id,
+/// in one transaction that holds SQLite's write lock: processes opening one new journal at
+/// once do not race.
 fn prepare(
-    connection: &Connection,
+    connection: &mut Connection,
     campaign_id: Option<&str>,
 ) -> std::result::Result<String, Setup> {
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
-    connection.execute_batch(
-        "CREATE TABLE IF NOT EXISTS bizmsg_campaign (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-         CREATE TABLE IF NOT EXISTS bizmsg_messages (
-             idx INTEGER PRIMARY KEY,
-             fingerprint TEXT,
-             idempotency_key TEXT,
-             state TEXT NOT NULL,
-             sms_id TEXT,
-             code TEXT,
-             msg TEXT,
-             updated_at REAL NOT NULL
-         );",
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    transaction.execute(
+        "CREATE TABLE IF NOT EXISTS bizmsg_campaign (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        [],
     )?;
     let setting = |name: &str| -> rusqlite::Result<Option<String>> {
-        connection
+        transaction
             .query_row(
                 "SELECT value FROM bizmsg_campaign WHERE name = ?1",
                 [name],
@@ -162,53 +238,92 @@ fn prepare(
             )
             .optional()
     };
-    match setting("schema")? {
-        Some(schema) if schema != SCHEMA => {
-            return Err(Setup::Refused(format!(
-                "was written by another version of bizmsg (journal format {schema}, this one \
-                 reads {SCHEMA})"
-            )))
-        }
-        Some(_) => {}
+    match setting("schema")?.as_deref() {
         None => {
-            connection.execute(
+            transaction.execute_batch(TABLES)?;
+            transaction.execute(
                 "INSERT INTO bizmsg_campaign (name, value) VALUES ('schema', ?1)",
                 [SCHEMA],
             )?;
         }
+        Some("1") => migrate_from_positions(&transaction)?,
+        Some(SCHEMA) => {}
+        Some(other) => {
+            return Err(Setup::Refused(format!(
+                "was written by another version of bizmsg (journal format {other}, this one \
+                 reads {SCHEMA})"
+            )))
+        }
     }
-    match (setting("campaign_id")?, campaign_id) {
-        (Some(recorded), Some(given)) if recorded != given => Err(Setup::Refused(format!(
-            "belongs to campaign {recorded:?}, not {given:?}; use another journal file for \
-             another campaign"
-        ))),
-        (Some(recorded), _) => Ok(recorded),
+    let id = match (setting("campaign_id")?, campaign_id) {
+        (Some(recorded), Some(given)) if recorded != given => {
+            return Err(Setup::Refused(format!(
+                "belongs to campaign {recorded:?}, not {given:?}; use another journal file \
+                 for another campaign"
+            )))
+        }
+        (Some(recorded), _) => recorded,
         (None, given) => {
             let id = given
                 .map(str::to_owned)
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            connection.execute(
+            transaction.execute(
                 "INSERT INTO bizmsg_campaign (name, value) VALUES ('campaign_id', ?1)",
                 [&id],
             )?;
-            Ok(id)
+            id
         }
-    }
+    };
+    transaction.commit()?;
+    Ok(id)
+}
+
+/// Format 1 knew a message by its position in the input. Each row becomes the record of its
+/// message's identity: the n-th row of a fingerprint (by position) is its occurrence n. Keys
+/// are kept as recorded (a message in doubt must be re-sent with the key it went out with);
+/// no run holds anything, so what was dispatched is in doubt.
+fn migrate_from_positions(transaction: &Transaction<'_>) -> rusqlite::Result<()> {
+    transaction.execute_batch("ALTER TABLE bizmsg_messages RENAME TO bizmsg_messages_v1;")?;
+    transaction.execute_batch(TABLES)?;
+    transaction.execute_batch(
+        "INSERT INTO bizmsg_messages
+             (fingerprint, occurrence, idempotency_key, state, run_id, inherited_doubt,
+              sms_id, code, msg, updated_at)
+         SELECT fingerprint,
+                ROW_NUMBER() OVER (PARTITION BY fingerprint ORDER BY idx) - 1,
+                idempotency_key, state, NULL, 0, sms_id, code, msg, updated_at
+         FROM bizmsg_messages_v1 WHERE fingerprint IS NOT NULL;
+         DROP TABLE bizmsg_messages_v1;
+         UPDATE bizmsg_campaign SET value = '2' WHERE name = 'schema';",
+    )
 }
 
 /// Tells a waiting caller how its command's transaction went (`Some(failure)` if it failed).
 type Reply = Box<dyn FnOnce(Option<&str>)>;
 
-fn serve(mut connection: Connection, path: &Path, commands: mpsc::Receiver<Command>) {
+fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::Receiver<Command>) {
     // A write that failed with nobody waiting is reported to the next one who waits.
     let mut earlier_failure: Option<String> = None;
-    while let Ok(first) = commands.recv() {
+    // A sign of life a few times per lease, for processes that cannot see the lock.
+    let beat = (run.lease / 3).max(Duration::from_secs(1));
+    loop {
+        let first = match commands.recv_timeout(beat) {
+            Ok(command) => command,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = connection.execute(
+                    "UPDATE bizmsg_runs SET heartbeat_at = ?2 WHERE id = ?1",
+                    params![run.id, now()],
+                );
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut batch = vec![first];
         while let Ok(more) = commands.try_recv() {
             batch.push(more);
         }
         let mut replies: Vec<Reply> = Vec::new();
-        let outcome = run_batch(&mut connection, batch, &mut replies);
+        let outcome = run_batch(&mut connection, &run, batch, &mut replies);
         let failure = outcome
             .err()
             .map(|e| e.to_string())
@@ -221,22 +336,32 @@ fn serve(mut connection: Connection, path: &Path, commands: mpsc::Receiver<Comma
             earlier_failure = Some(failure);
         }
     }
+    // The run ends: recorded, then its lock released (a reader never sees a running run
+    // without its lock).
+    let _ = connection.execute(
+        "UPDATE bizmsg_runs SET state = 'ended', ended_at = ?2 WHERE id = ?1",
+        params![run.id, now()],
+    );
+    drop(run.lock.take());
 }
 
 fn run_batch(
     connection: &mut Connection,
+    run: &Run,
     batch: Vec<Command>,
     replies: &mut Vec<Reply>,
 ) -> rusqlite::Result<()> {
-    let transaction = connection.transaction()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now();
+    transaction.execute(
+        "UPDATE bizmsg_runs SET heartbeat_at = ?2 WHERE id = ?1",
+        params![run.id, now],
+    )?;
+    let mut liveness = Liveness::new(run);
     for command in batch {
         match command {
-            Command::Lookup { first, last, reply } => {
-                let rows = lookup(&transaction, first, last);
+            Command::Lookup { identities, reply } => {
+                let rows = lookup(&transaction, &identities, &mut liveness);
                 replies.push(Box::new(move |failure: Option<&str>| {
                     let _ = reply.send(match (rows, failure) {
                         (Ok(rows), None) => Ok(rows),
@@ -245,37 +370,17 @@ fn run_batch(
                     });
                 }));
             }
+            Command::Claim { claims, reply } => {
+                let claimed = claim(&transaction, &claims, &mut liveness, now)?;
+                replies.push(Box::new(move |failure: Option<&str>| {
+                    let _ = reply.send(match failure {
+                        None => Ok(claimed),
+                        Some(failure) => Err(Error::Campaign(format!("journal: {failure}"))),
+                    });
+                }));
+            }
             Command::Write { rows, reply } => {
-                let mut statement = transaction.prepare_cached(
-                    "INSERT INTO bizmsg_messages
-                         (idx, fingerprint, idempotency_key, state, sms_id, code, msg, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT(idx) DO UPDATE SET
-                         fingerprint = coalesce(excluded.fingerprint, fingerprint),
-                         idempotency_key = coalesce(excluded.idempotency_key, idempotency_key),
-                         state = excluded.state, sms_id = excluded.sms_id,
-                         code = excluded.code, msg = excluded.msg,
-                         updated_at = excluded.updated_at
-                     -- A row never loses what it says about a message that may have left: a
-                     -- final result stays, and doubt is cleared only by a result or by the run
-                     -- that marked the message (?9), never by an outcome of not sending it.
-                     WHERE state NOT IN ('sent', 'rejected')
-                       AND NOT (state IN ('dispatched', 'unknown')
-                                AND excluded.state IN ('failed', 'skipped') AND NOT ?9)",
-                )?;
-                for row in &rows {
-                    statement.execute(params![
-                        i64::try_from(row.index).unwrap_or(i64::MAX),
-                        row.fingerprint.map(Fingerprint::to_hex),
-                        row.key,
-                        row.state.as_str(),
-                        row.sms_id,
-                        row.code,
-                        row.msg,
-                        now,
-                        row.clears_doubt
-                    ])?;
-                }
+                write(&transaction, &run.id, &rows, now)?;
                 if let Some(reply) = reply {
                     replies.push(Box::new(move |failure: Option<&str>| {
                         let _ = reply.send(match failure {
@@ -290,35 +395,229 @@ fn run_batch(
     transaction.commit()
 }
 
-fn lookup(connection: &Connection, first: u64, last: u64) -> rusqlite::Result<Vec<Row>> {
-    let mut statement = connection.prepare_cached(
-        "SELECT idx, fingerprint, idempotency_key, state, sms_id, code, msg
-         FROM bizmsg_messages WHERE idx BETWEEN ?1 AND ?2 ORDER BY idx",
+/// Which runs are alive, asked once per run within a transaction.
+struct Liveness<'a> {
+    run: &'a Run,
+    known: HashMap<String, bool>,
+}
+
+impl<'a> Liveness<'a> {
+    fn new(run: &'a Run) -> Self {
+        Liveness {
+            run,
+            known: HashMap::new(),
+        }
+    }
+
+    /// Whether the run `id` (not this one) is alive: recorded running, with its lock held and
+    /// a heartbeat within the lease. A run found gone is recorded so.
+    fn alive(&mut self, transaction: &Transaction<'_>, id: &str) -> rusqlite::Result<bool> {
+        if let Some(alive) = self.known.get(id) {
+            return Ok(*alive);
+        }
+        let recorded: Option<(String, f64)> = transaction
+            .query_row(
+                "SELECT state, heartbeat_at FROM bizmsg_runs WHERE id = ?1",
+                [id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        let alive = match recorded {
+            Some((state, heartbeat)) if state == "running" => {
+                let fresh = now() - heartbeat < self.run.lease.as_secs_f64();
+                fresh && is_alive(&self.run.locks, id)
+            }
+            _ => false,
+        };
+        if !alive {
+            transaction.execute(
+                "UPDATE bizmsg_runs SET state = 'gone' WHERE id = ?1 AND state = 'running'",
+                [id],
+            )?;
+        }
+        self.known.insert(id.to_owned(), alive);
+        Ok(alive)
+    }
+}
+
+/// A message's row as recorded, with the run holding it.
+fn recorded(
+    transaction: &Transaction<'_>,
+    identity: Identity,
+) -> rusqlite::Result<Option<(Row, Option<String>)>> {
+    let mut statement = transaction.prepare_cached(
+        "SELECT idempotency_key, state, sms_id, code, msg, run_id
+         FROM bizmsg_messages WHERE fingerprint = ?1 AND occurrence = ?2",
     )?;
-    let as_sql = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let rows = statement.query_map(params![as_sql(first), as_sql(last)], |row| {
-        let index: i64 = row.get(0)?;
-        let fingerprint: Option<String> = row.get(1)?;
-        let state: String = row.get(3)?;
-        Ok(Row {
-            index: u64::try_from(index).unwrap_or_default(),
-            fingerprint: fingerprint.as_deref().and_then(Fingerprint::from_hex),
-            key: row.get(2)?,
-            // An unreadable state is treated as in doubt, the safe reading.
-            state: State::parse(&state).unwrap_or(State::Dispatched),
-            sms_id: row.get(4)?,
-            code: row.get(5)?,
-            msg: row.get(6)?,
-            clears_doubt: false,
-        })
-    })?;
-    rows.collect()
+    statement
+        .query_row(
+            params![identity.fingerprint.to_hex(), identity.occurrence],
+            |row| {
+                let state: String = row.get(1)?;
+                Ok((
+                    Row {
+                        identity,
+                        key: row.get(0)?,
+                        // An unreadable state is taken for in doubt, the safe reading.
+                        state: State::parse(&state).unwrap_or(State::Dispatched),
+                        sms_id: row.get(2)?,
+                        code: row.get(3)?,
+                        msg: row.get(4)?,
+                        clears_doubt: false,
+                        held_elsewhere: false,
+                    },
+                    row.get(5)?,
+                ))
+            },
+        )
+        .optional()
+}
+
+fn lookup(
+    transaction: &Transaction<'_>,
+    identities: &[Identity],
+    liveness: &mut Liveness<'_>,
+) -> rusqlite::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for identity in identities {
+        if let Some((mut row, holder)) = recorded(transaction, *identity)? {
+            row.held_elsewhere = held_elsewhere(transaction, &row, holder.as_deref(), liveness)?;
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Whether `row` is claimed, without a result, by a live run other than this one.
+fn held_elsewhere(
+    transaction: &Transaction<'_>,
+    row: &Row,
+    holder: Option<&str>,
+    liveness: &mut Liveness<'_>,
+) -> rusqlite::Result<bool> {
+    match (row.state, holder) {
+        (State::Dispatched | State::Unknown, Some(holder)) if holder != liveness.run.id => {
+            liveness.alive(transaction, holder)
+        }
+        _ => Ok(false),
+    }
+}
+
+fn claim(
+    transaction: &Transaction<'_>,
+    claims: &[Claim],
+    liveness: &mut Liveness<'_>,
+    now: f64,
+) -> rusqlite::Result<Vec<Claimed>> {
+    let me = liveness.run.id.clone();
+    let mut answers = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let Some((mut row, holder)) = recorded(transaction, claim.identity)? else {
+            transaction.execute(
+                "INSERT INTO bizmsg_messages
+                     (fingerprint, occurrence, idempotency_key, state, run_id, inherited_doubt,
+                      updated_at)
+                 VALUES (?1, ?2, ?3, 'dispatched', ?4, 0, ?5)",
+                params![
+                    claim.identity.fingerprint.to_hex(),
+                    claim.identity.occurrence,
+                    claim.key,
+                    me,
+                    now
+                ],
+            )?;
+            answers.push(Claimed::Won);
+            continue;
+        };
+        let mine = holder.as_deref() == Some(me.as_str());
+        let won = match row.state {
+            State::Sent | State::Rejected => false,
+            State::Failed | State::Skipped => true,
+            State::Dispatched | State::Unknown if mine => true,
+            State::Dispatched | State::Unknown => {
+                row.held_elsewhere =
+                    held_elsewhere(transaction, &row, holder.as_deref(), liveness)?;
+                !row.held_elsewhere && claim.take_over
+            }
+        };
+        if !won {
+            answers.push(Claimed::Lost(row));
+            continue;
+        }
+        // A message taken over from a run that left it in doubt keeps its key, and its doubt.
+        let inherited = matches!(row.state, State::Dispatched | State::Unknown) && !mine;
+        transaction.execute(
+            "UPDATE bizmsg_messages
+             SET state = 'dispatched', run_id = ?3,
+                 idempotency_key = CASE WHEN ?5 THEN idempotency_key ELSE ?4 END,
+                 inherited_doubt = ?5, sms_id = NULL, code = NULL, msg = NULL, updated_at = ?6
+             WHERE fingerprint = ?1 AND occurrence = ?2",
+            params![
+                claim.identity.fingerprint.to_hex(),
+                claim.identity.occurrence,
+                me,
+                claim.key,
+                inherited,
+                now
+            ],
+        )?;
+        answers.push(Claimed::Won);
+    }
+    Ok(answers)
+}
+
+fn write(transaction: &Transaction<'_>, me: &str, rows: &[Row], now: f64) -> rusqlite::Result<()> {
+    let mut statement = transaction.prepare_cached(
+        "UPDATE bizmsg_messages
+         SET state = ?3, idempotency_key = coalesce(?4, idempotency_key),
+             sms_id = ?5, code = ?6, msg = ?7, updated_at = ?8
+         -- Only this run's claims; a record never loses what it says about a message that may
+         -- have left: a result stays, and doubt is cleared only by a result or by the run that
+         -- claimed the message and knows it never left (?9), never for a message this run
+         -- took over in doubt.
+         WHERE fingerprint = ?1 AND occurrence = ?2 AND run_id = ?10
+           AND state NOT IN ('sent', 'rejected')
+           AND NOT (state IN ('dispatched', 'unknown') AND ?3 IN ('failed', 'skipped')
+                    AND (inherited_doubt OR NOT ?9))",
+    )?;
+    for row in rows {
+        statement.execute(params![
+            row.identity.fingerprint.to_hex(),
+            row.identity.occurrence,
+            row.state.as_str(),
+            row.key,
+            row.sms_id,
+            row.code,
+            row.msg,
+            now,
+            row.clears_doubt,
+            me
+        ])?;
+    }
+    Ok(())
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// This host's name, recorded with each run (for a person reading the journal).
+pub(crate) fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::campaign::message::Fingerprint;
+
+    const LEASE: Duration = Duration::from_secs(60);
 
     /// A new, empty directory for one test's journal.
     fn fresh_dir() -> PathBuf {
@@ -327,30 +626,40 @@ mod tests {
         dir
     }
 
-    fn row(index: u64, state: State) -> Row {
-        Row {
-            index,
-            fingerprint: Some(Fingerprint(index.into())),
-            key: Some(format!("k{index}")),
-            state,
-            sms_id: None,
-            code: None,
-            msg: None,
-            clears_doubt: true,
+    fn identity(n: u128) -> Identity {
+        Identity {
+            fingerprint: Fingerprint(n),
+            occurrence: 0,
         }
+    }
+
+    fn claims(range: std::ops::Range<u128>) -> Vec<Claim> {
+        range
+            .map(|n| Claim {
+                identity: identity(n),
+                key: format!("k{n}"),
+                take_over: false,
+            })
+            .collect()
+    }
+
+    fn row(n: u128, state: State) -> Row {
+        let mut row = Row::new(identity(n), state, Some(format!("k{n}")));
+        row.clears_doubt = true;
+        row
     }
 
     #[tokio::test]
     async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
         let dir = fresh_dir();
-        let journal = SqliteJournal::open(&dir.join("campaign.db"), Some("c")).unwrap();
+        let journal = SqliteJournal::open(&dir.join("campaign.db"), Some("c"), LEASE).unwrap();
+        let won = journal.claim(claims(0..6)).await.unwrap();
+        assert!(won.iter().all(|claim| *claim == Claimed::Won));
         journal
             .write_durably(vec![
                 row(0, State::Sent),
                 row(1, State::Rejected),
                 row(2, State::Unknown),
-                row(3, State::Dispatched),
-                row(4, State::Dispatched),
                 row(5, State::Failed),
             ])
             .await
@@ -364,13 +673,12 @@ mod tests {
             row(5, State::Skipped),
         ];
         for row in &mut later {
-            // Rows 0-3 come from a later run that did not mark them; row 4 from the run
-            // that marked it and never sent it.
-            row.clears_doubt = row.index >= 4;
+            // Rows 2 and 3 as a write that does not know the message never left.
+            row.clears_doubt = !matches!(row.identity.fingerprint.0, 2 | 3);
         }
         journal.write_durably(later).await.unwrap();
         let states: Vec<State> = journal
-            .lookup(0, 9)
+            .lookup((0..9).map(identity).collect())
             .await
             .unwrap()
             .into_iter()
@@ -387,43 +695,49 @@ mod tests {
                 State::Skipped
             ]
         );
-        // A result clears a doubt whoever reports it.
-        let mut sent = row(2, State::Sent);
-        sent.clears_doubt = false;
-        journal.write_durably(vec![sent]).await.unwrap();
-        let rows = journal.lookup(2, 2).await.unwrap();
-        assert_eq!(rows.first().map(|row| row.state), Some(State::Sent));
         drop(journal);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
-    async fn rows_survive_reopening_and_the_campaign_id_is_kept() {
+    async fn two_runs_never_both_win_a_message_and_a_gone_run_leaves_its_claims_in_doubt() {
         let dir = fresh_dir();
         let path = dir.join("campaign.db");
-        {
-            let journal = SqliteJournal::open(&path, Some("spring")).unwrap();
-            journal
-                .write_durably(vec![row(0, State::Dispatched), row(1, State::Dispatched)])
-                .await
-                .unwrap();
-            let mut sent = row(0, State::Sent);
-            sent.sms_id = Some("sms_1".into());
-            sent.fingerprint = None; // a finish keeps the recorded fingerprint
-            journal.write(vec![sent, row(5, State::Failed)]).unwrap();
-            journal.flush().await.unwrap();
-        }
-        let journal = SqliteJournal::open(&path, None).unwrap();
-        assert_eq!(journal.campaign_id(), "spring");
-        let rows = journal.lookup(0, 9).await.unwrap();
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].state, State::Sent);
-        assert_eq!(rows[0].sms_id.as_deref(), Some("sms_1"));
-        assert_eq!(rows[0].fingerprint, Some(Fingerprint(0)));
-        assert_eq!(rows[1].state, State::Dispatched);
-        assert_eq!(rows[2].index, 5);
-        drop(journal);
-        let refused = SqliteJournal::open(&path, Some("summer"))
+        let first = SqliteJournal::open(&path, Some("spring"), LEASE).unwrap();
+        let second = SqliteJournal::open(&path, None, LEASE).unwrap();
+        assert_eq!(second.campaign_id(), "spring");
+        assert!(first
+            .claim(claims(0..4))
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| *c == Claimed::Won));
+        let contested = second.claim(claims(2..6)).await.unwrap();
+        assert!(matches!(&contested[0], Claimed::Lost(row) if row.held_elsewhere));
+        assert!(matches!(&contested[1], Claimed::Lost(row) if row.held_elsewhere));
+        assert_eq!(contested[2..], [Claimed::Won, Claimed::Won]);
+        first
+            .write_durably(vec![row(0, State::Sent)])
+            .await
+            .unwrap();
+        drop(first);
+        // The first run is gone: what it finished is done, what it held is in doubt.
+        let after = second.lookup(vec![identity(0), identity(1)]).await.unwrap();
+        assert_eq!(after[0].state, State::Sent);
+        assert_eq!(after[1].state, State::Dispatched);
+        assert!(!after[1].held_elsewhere);
+        let mut take_over = claims(1..2);
+        take_over[0].take_over = true;
+        take_over[0].key = "other".into();
+        assert_eq!(second.claim(take_over).await.unwrap(), [Claimed::Won]);
+        let kept = second.lookup(vec![identity(1)]).await.unwrap();
+        assert_eq!(
+            kept[0].key.as_deref(),
+            Some("k1"),
+            "a taken-over message keeps its key"
+        );
+        drop(second);
+        let refused = SqliteJournal::open(&path, Some("summer"), LEASE)
             .err()
             .unwrap()
             .to_string();
@@ -431,6 +745,60 @@ mod tests {
             refused.contains("belongs to campaign \"spring\""),
             "{refused}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_format_1_journal_is_moved_to_identities_keeping_keys_and_doubt() {
+        let dir = fresh_dir();
+        let path = dir.join("old.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(
+                    "CREATE TABLE bizmsg_campaign (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+                     INSERT INTO bizmsg_campaign VALUES ('schema', '1'), ('campaign_id', 'old');
+                     CREATE TABLE bizmsg_messages (idx INTEGER PRIMARY KEY, fingerprint TEXT,
+                         idempotency_key TEXT, state TEXT NOT NULL, sms_id TEXT, code TEXT,
+                         msg TEXT, updated_at REAL NOT NULL);",
+                )
+                .unwrap();
+            let fingerprint = Fingerprint(7).to_hex();
+            for (idx, state) in [(0, "sent"), (3, "dispatched"), (5, "skipped")] {
+                connection
+                    .execute(
+                        "INSERT INTO bizmsg_messages VALUES (?1, ?2, ?3, ?4, NULL, NULL, NULL, 0)",
+                        params![idx, fingerprint, format!("old-{idx}"), state],
+                    )
+                    .unwrap();
+            }
+        }
+        let journal = SqliteJournal::open(&path, None, LEASE).unwrap();
+        assert_eq!(journal.campaign_id(), "old");
+        let rows = journal
+            .lookup(
+                (0..3)
+                    .map(|occurrence| Identity {
+                        fingerprint: Fingerprint(7),
+                        occurrence,
+                    })
+                    .collect(),
+            )
+            .await
+            .unwrap();
+        let seen: Vec<(State, Option<&str>, bool)> = rows
+            .iter()
+            .map(|row| (row.state, row.key.as_deref(), row.held_elsewhere))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (State::Sent, Some("old-0"), false),
+                (State::Dispatched, Some("old-3"), false),
+                (State::Skipped, Some("old-5"), false),
+            ]
+        );
+        drop(journal);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
