@@ -380,7 +380,7 @@ def _campaign_run(native: _native.NativeClient, *, concurrency: int, rate_limit:
                   progress: bool) -> _native.CampaignRun:
     if progress:
         # Before the campaign starts: a missing tqdm is a usage error, not a half-started run.
-        from ._campaign import require_tqdm
+        from ._campaign.collector import require_tqdm
 
         require_tqdm()
     return native.campaign(
@@ -485,9 +485,9 @@ class Messages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries, progress=progress,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return _campaign.send_many(run, messages, on_result=on_result, progress=progress)
+        return drivers.send_many(run, messages, on_result=on_result, progress=progress)
 
     def plan(
         self, messages: Iterable[MessageLike], *, rate_limit: float | None = None,
@@ -502,9 +502,9 @@ class Messages(_Resource):
             _campaign_rate(rate_limit), _optional_text("pace", pace), dedupe,
             _timeout_arg(timeout), max_retries,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return _campaign.plan(planner, messages)
+        return drivers.plan(planner, messages)
 
     def send_many_iter(
         self, messages: Iterable[MessageLike], *, concurrency: int = 64,
@@ -523,9 +523,9 @@ class Messages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries, progress=progress,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return _campaign.send_many_iter(run, messages, on_result=on_result, progress=progress)
+        return drivers.send_many_iter(run, messages, on_result=on_result, progress=progress)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -623,9 +623,9 @@ class AsyncMessages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries, progress=progress,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return await _campaign.asend_many(run, messages, on_result=on_result, progress=progress)
+        return await drivers.send_many_async(run, messages, on_result=on_result, progress=progress)
 
     async def plan(
         self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
@@ -637,9 +637,9 @@ class AsyncMessages(_Resource):
             _campaign_rate(rate_limit), _optional_text("pace", pace), dedupe,
             _timeout_arg(timeout), max_retries,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return await _campaign.aplan(planner, messages)
+        return await drivers.plan_async(planner, messages)
 
     def send_many_iter(
         self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
@@ -657,9 +657,9 @@ class AsyncMessages(_Resource):
             dedupe=dedupe, resend_unknown=resend_unknown, timeout=timeout,
             max_retries=max_retries, progress=progress,
         )
-        from . import _campaign
+        from ._campaign import drivers
 
-        return _campaign.asend_many_iter(run, messages, on_result=on_result, progress=progress)
+        return drivers.send_many_iter_async(run, messages, on_result=on_result, progress=progress)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
