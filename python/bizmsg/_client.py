@@ -34,15 +34,8 @@ from typing import (
 
 from . import _logging, _native
 from .errors import BizmsgError, ConfigurationError, ValidationError
-from .models import (
-    AsyncPage,
-    BusinessAccount,
-    BusinessPhoneNumber,
-    Page,
-    SendResult,
-    Template,
-    TemplateParameters,
-)
+from ._pagination import AsyncPage, Page, PageSource, items_of, items_of_async
+from .models import BusinessAccount, BusinessPhoneNumber, SendResult, Template, TemplateParameters
 
 if TYPE_CHECKING:
     from ._campaign import BulkResult, CampaignPlan, MessageLike
@@ -712,15 +705,10 @@ class _Listing(_Resource, Generic[ItemT]):
     __slots__ = ()
     _KIND: ClassVar[_native.Listing]
 
-    def _link(self, page: Any, page_size: int, timeout: Timeout | None,
-              max_retries: int | None) -> None:
-        # What Page.next_page() needs to fetch the following page the same way.
-        object.__setattr__(page, "_next", (self._native, self._KIND, page_size, timeout, max_retries))
-
-    def _stream(self, page_no: int, page_size: int, limit: int | None, timeout: TimeoutArg,
-                max_retries: int | None) -> tuple[_native.PageStream, Timeout | None]:
-        timeout_ = _timeout_arg(timeout)
-        return self._native.pages(self._KIND, page_no, page_size, limit, timeout_, max_retries), timeout_
+    def _source(self, page_size: int, timeout: TimeoutArg, max_retries: int | None
+                ) -> PageSource:
+        return PageSource(self._native, self._KIND, page_size, _timeout_arg(timeout),
+                          max_retries)
 
 
 class _SyncListing(_Listing[ItemT]):
@@ -738,31 +726,20 @@ class _SyncListing(_Listing[ItemT]):
              ) -> Page[ItemT] | dict[str, Any]:
         """One page (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True`` returns the
         JSON object exactly as received."""
-        timeout_ = _timeout_arg(timeout)
-        page = self._native.list(self._KIND, page_no, page_size, raw, timeout_, max_retries)
-        if not raw:
-            self._link(page, page_size, timeout_, max_retries)
-        return page
+        return self._source(page_size, timeout, max_retries).page(page_no, raw)
 
     def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
              max_retries: int | None = None) -> Iterator[ItemT]:
         """Every item across pages, lazily. ``limit`` caps the number of items in total;
         ``page_size`` is only the request size. The next page is fetched in the background
         while you consume the current one (one page ahead, never more)."""
-        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _items(stream)
+        return items_of(self._source(page_size, timeout, max_retries).stream(1, limit))
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> Iterator[Page[ItemT]]:
         """Every page from ``page_no`` on, lazily, reading one page ahead."""
-        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
-        return self._drain(stream, page_size, timeout_, max_retries)
-
-    def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
-               max_retries: int | None) -> Iterator[Page[ItemT]]:
-        while (page := stream.next()) is not None:
-            self._link(page, page_size, timeout, max_retries)
-            yield page
+        source = self._source(page_size, timeout, max_retries)
+        return source.pages(source.stream(page_no, None))
 
 
 class _AsyncListing(_Listing[ItemT]):
@@ -780,42 +757,19 @@ class _AsyncListing(_Listing[ItemT]):
                    ) -> AsyncPage[ItemT] | dict[str, Any]:
         """Awaitable: one page (``page_no`` from 1, ``page_size`` 1 to 1000). ``raw=True``
         returns the JSON object exactly as received."""
-        timeout_ = _timeout_arg(timeout)
-        page = await self._native.list_async(self._KIND, page_no, page_size, raw, timeout_, max_retries)
-        if not raw:
-            self._link(page, page_size, timeout_, max_retries)
-        return page
+        return await self._source(page_size, timeout, max_retries).page_async(page_no, raw)
 
     def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
              max_retries: int | None = None) -> AsyncIterator[ItemT]:
         """``async for`` over every item across pages; ``limit`` caps the items in total,
         ``page_size`` is only the request size; one page is read ahead."""
-        stream, _ = self._stream(1, page_size, limit, timeout, max_retries)
-        return _aitems(stream)
+        return items_of_async(self._source(page_size, timeout, max_retries).stream(1, limit))
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> AsyncIterator[AsyncPage[ItemT]]:
         """``async for`` over every page from ``page_no`` on, reading one page ahead."""
-        stream, timeout_ = self._stream(page_no, page_size, None, timeout, max_retries)
-        return self._drain(stream, page_size, timeout_, max_retries)
-
-    async def _drain(self, stream: _native.PageStream, page_size: int, timeout: Timeout | None,
-                     max_retries: int | None) -> AsyncIterator[AsyncPage[ItemT]]:
-        while (page := await stream.next_async()) is not None:
-            self._link(page, page_size, timeout, max_retries)
-            yield page
-
-
-# The stream itself stops at `limit` (its last page is cut to it): these only flatten.
-def _items(stream: _native.PageStream) -> Iterator[Any]:
-    while (page := stream.next()) is not None:
-        yield from page.data
-
-
-async def _aitems(stream: _native.PageStream) -> AsyncIterator[Any]:
-    while (page := await stream.next_async()) is not None:
-        for item in page.data:
-            yield item
+        source = self._source(page_size, timeout, max_retries)
+        return source.pages_async(source.stream(page_no, None))
 
 
 class BusinessAccounts(_SyncListing[BusinessAccount]):
