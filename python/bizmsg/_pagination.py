@@ -22,7 +22,7 @@ from ._model import Model, dumps, restore
 from .errors import BizmsgError
 
 if TYPE_CHECKING:
-    from ._client import Timeout
+    from ._timeout import Timeout
     from .models import BusinessAccount, BusinessPhoneNumber
 
 __all__ = ["Page", "AsyncPage", "PageSource", "items_of", "items_of_async"]

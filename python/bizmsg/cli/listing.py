@@ -8,8 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
 
-from .._client import BusinessAccounts, BusinessPhoneNumbers, Client
+from .._client import Client
 from .._native import MAX_PAGE_SIZE
+from .._resources.listings import BusinessAccounts, BusinessPhoneNumbers
 from .options import add_connection_options, add_output_options, connect, int_in, output_of
 from .output import ACCOUNTS, NUMBERS, Layout, write_items, write_page
 from .status import EXIT_OK
