@@ -391,7 +391,7 @@ def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
 
 
 def test_every_command_and_option_has_a_help_text() -> None:
-    from bizmsg.cli import _parser
+    from bizmsg.cli.program import _parser
 
     parsers = list(all_parsers(_parser()))
     assert {p.prog for p in parsers} >= {"bizmsg send", "bizmsg accounts list",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import bizmsg
-from bizmsg._cli_output import _cell
+from bizmsg.cli.output import _cell
 from bizmsg.testing import Fault, Sandbox
 from test_cli import MODULE, environment, on, run
 

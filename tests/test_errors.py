@@ -693,7 +693,8 @@ def test_misuse_of_the_native_layer_is_a_clean_error_not_a_crash(
 ) -> None:
     # The listing kind is a typed enum at the boundary: a wrong value cannot reach Rust.
     with pytest.raises(TypeError, match="Listing"):
-        client._native.list(7, 1, 20, False, None, None)  # type: ignore[arg-type]
+        client._native.list(kind=7, page_no=1, page_size=20, raw=False,  # type: ignore[arg-type]
+                            timeout=None, max_retries=None)
     assert sandbox.requests() == []
     assert issubclass(bizmsg.InternalError, bizmsg.BizmsgError)
 

@@ -41,19 +41,32 @@ def _lookup(root: griffe.Module, path: str) -> griffe.Object | None:
         return None
 
 
+#: Private modules whose public classes the reference renders (the clients, the resources, the
+#: campaign's objects), and single private objects it renders under their public names.
+_RENDERED_MODULES = (
+    "bizmsg._client", "bizmsg._resources.messages", "bizmsg._resources.listings",
+    "bizmsg._campaign.message", "bizmsg._campaign.results",
+)
+_RENDERED = (
+    "bizmsg._pagination.Page", "bizmsg._model.ResponseMeta", "bizmsg._timeout.Timeout",
+    "bizmsg._native.SendOutcome", "bizmsg._frames.to_pandas", "bizmsg._logging.refresh_logging",
+)
+
+
 def _is_documented(obj: griffe.Object) -> bool:
-    """Whether the API reference renders ``obj`` (its module path is public, or it is one of
-    the private classes the reference shows by name)."""
+    """Whether the API reference renders ``obj``: its module path is public, or it is one of
+    the private objects the reference shows by name, or a public member of one."""
     path = obj.path
-    shown_private = (
-        "bizmsg._client.", "bizmsg._campaign.", "bizmsg._native.SendOutcome",
-        "bizmsg._frames.to_pandas", "bizmsg._logging.refresh_logging",
-    )
-    if path.startswith(shown_private):
-        # Private helpers of those modules stay unlinked.
-        return not any(part.startswith("_") and not part.startswith("__")
-                       for part in path.split(".")[2:])
-    return not any(part.startswith("_") for part in path.split(".")[1:])
+    owner = next((shown for shown in _RENDERED if path == shown or path.startswith(shown + ".")),
+                 None)
+    if owner is None:
+        owner = next((module for module in _RENDERED_MODULES if path.startswith(module + ".")),
+                     None)
+    if owner is None:
+        return not any(part.startswith("_") for part in path.split(".")[1:])
+    # Private helpers of those (and private members) stay unlinked.
+    return not any(part.startswith("_") and not part.startswith("__")
+                   for part in path[len(owner) + 1:].split("."))
 
 
 class ReSTDocstrings(griffe.Extension):

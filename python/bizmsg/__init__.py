@@ -11,15 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _logging
-from ._client import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    AsyncClient,
-    Client,
-    Timeout,
-)
+from ._client import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRIES, AsyncClient, Client
 from ._native import SendOutcome, __version__
+from ._timeout import DEFAULT_TIMEOUT, Timeout
 from .errors import (
     APIError,
     AuthenticationError,

@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, cast
 
-from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult, _as_list, _Model
+from ._model import Model, as_list, received, wire_names
+from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult
 
 __all__ = ["model_html", "page_html", "error_html", "error_traceback", "format_time",
            "bulk_result_html", "plan_html"]
@@ -121,23 +122,12 @@ def format_time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-_WIRE_NAMES: dict[type, dict[str, str]] = {}
-
-
-def _wire_name(item: _Model, name: str) -> str:
-    cls = type(item)
-    names = _WIRE_NAMES.get(cls)
-    if names is None:
-        names = _WIRE_NAMES[cls] = dict(cls._WIRE_NAMES)
-    return names.get(name, name)
-
-
 def _time_cell(item: object, name: str, value: object, tag: str = "td", extra: str = "") -> str:
     # The received text, as the service sent it, goes in the tooltip.
-    wire = _received(item)
+    wire = received(item)
     original: object = None
-    if wire is not None and isinstance(item, _Model):
-        original = wire.get(_wire_name(item, name))
+    if wire is not None and isinstance(item, Model):
+        original = wire.get(wire_names(type(item)).get(name, name))
     if isinstance(value, datetime):
         shown = format_time(value).replace(" ", "\u00a0")  # never wrapped at the space
         title = original if isinstance(original, str) else value.isoformat(timespec="milliseconds")
@@ -152,7 +142,7 @@ def _time_cell(item: object, name: str, value: object, tag: str = "td", extra: s
 def _text(value: object) -> str:
     if value is None:
         return ""
-    items = _as_list(value)
+    items = as_list(value)
     if items is not None:
         return f"[{len(items)} items]"
     if isinstance(value, datetime):
@@ -183,7 +173,7 @@ def _cell(item: object, name: str, tag: str = "td", extra: str = "") -> str:
         return _time_cell(item, name, value, tag, extra)
     if kind == BADGE:
         return f"<{tag}{extra}>{_badge(value)}</{tag}>"
-    items = _as_list(value)
+    items = as_list(value)
     if kind == NUMBERS and items is not None:
         return f"<{tag}{extra}>{_numbers(items)}</{tag}>"
     return f"<{tag}{extra}>{_text(value)}</{tag}>"
@@ -215,7 +205,7 @@ def _split(item: object) -> tuple[list[str], list[str]]:
 # --- one model -------------------------------------------------------------------------------
 
 
-def model_html(item: _Model) -> str:
+def model_html(item: Model) -> str:
     """A card: the main fields, one per line; the others (and fields the service sent that
     bizmsg does not know) in a collapsed block; the call's metadata when there is one."""
     main, rest = _split(item)
@@ -254,7 +244,7 @@ def model_html(item: _Model) -> str:
 def _card_row(item: object, name: str) -> str:
     head = f"<th{_LEFT} title='{_esc(name)}'>{_esc(_label(name))}</th>"
     value = getattr(item, name, None)
-    items = _as_list(value)
+    items = as_list(value)
     if _kind(name, value) == NUMBERS and items:
         # One account on its own: its numbers are the point, so they start expanded.
         cell = _numbers(items).replace("<details>", "<details open>", 1)
@@ -262,18 +252,11 @@ def _card_row(item: object, name: str) -> str:
     return f"<tr>{head}{_cell(item, name, extra=_LEFT)}</tr>"
 
 
-def _received(item: object) -> dict[str, Any] | None:
-    """The JSON object a model was decoded from (``None`` for one built by hand)."""
-    if isinstance(item, _Model) and getattr(item, "_wire", None) is not None:
-        return item.to_dict()
-    return None
-
-
-def _unknown_fields(item: _Model) -> tuple[int, str]:
-    wire = _received(item)
+def _unknown_fields(item: Model) -> tuple[int, str]:
+    wire = received(item)
     if not wire:
         return 0, ""
-    known = {w for _, w in type(item)._WIRE_NAMES}
+    known = set(wire_names(type(item)).values())
     extra = [(k, v) for k, v in wire.items() if k not in known]
     rows = "".join(
         f"<tr><th{_LEFT} title='not a field of {_esc(type(item).__name__)}; in to_dict()'>"

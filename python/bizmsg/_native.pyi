@@ -33,6 +33,7 @@ class NativeClient:
 
     def __new__(
         cls,
+        *,
         token: str | Callable[[], Any],
         base_url: str,
         timeout: Any,
@@ -53,6 +54,7 @@ class NativeClient:
 
     def campaign(
         self,
+        *,
         concurrency: int,
         rate_limit: float | None,
         pace: str | None,
@@ -69,6 +71,7 @@ class NativeClient:
 
     def planner(
         self,
+        *,
         rate_limit: float | None,
         pace: str | None,
         dedupe: bool,
@@ -79,6 +82,7 @@ class NativeClient:
 
     def planner_async(
         self,
+        *,
         rate_limit: float | None,
         pace: str | None,
         dedupe: bool,
@@ -113,6 +117,7 @@ class NativeClient:
 
     def with_options(
         self,
+        *,
         timeout: Any,
         max_retries: int | None,
         headers_: dict[str, str],
@@ -122,6 +127,7 @@ class NativeClient:
 
     def send(
         self,
+        *,
         to: str,
         from_: str,
         name: str,
@@ -136,6 +142,7 @@ class NativeClient:
 
     def send_async(
         self,
+        *,
         to: str,
         from_: str,
         name: str,
@@ -150,6 +157,7 @@ class NativeClient:
 
     def list(
         self,
+        *,
         kind: Listing,
         page_no: int,
         page_size: int,
@@ -161,6 +169,7 @@ class NativeClient:
 
     def pages(
         self,
+        *,
         kind: Listing,
         page_no: int,
         page_size: int,
@@ -172,6 +181,7 @@ class NativeClient:
 
     def list_async(
         self,
+        *,
         kind: Listing,
         page_no: int,
         page_size: int,
@@ -197,6 +207,7 @@ class SandboxServer:
 
     def __new__(
         cls,
+        *,
         host: str,
         port: int,
         seed: int,
@@ -241,6 +252,7 @@ class SandboxServer:
 
     def inject(
         self,
+        *,
         route: str,
         times: int | None,
         every: int,
@@ -267,7 +279,7 @@ class SandboxServer:
     def shutdown(self) -> None:
         """Stops the server and returns once its port is closed (idempotent)."""
 
-def model_from_json(kind: str, json: bytes, item_kind: str | None = None,
+def model_from_json(*, kind: str, json: bytes, item_kind: str | None = None,
                     fallbacks: tuple[int, int] | None = None) -> Any:
     """Decodes JSON text into the model named ``kind`` (a page's items are ``item_kind``);
     ``fallbacks`` are a page's ``(current, size)`` for when the object leaves them out."""
@@ -275,7 +287,8 @@ def model_from_json(kind: str, json: bytes, item_kind: str | None = None,
 def json_loads(json: bytes) -> Any:
     """JSON text as Python objects, like ``json.loads`` (exact for big integers and floats)."""
 
-def has_next_page(current: int, size: int, items: int, pages: int | None, total: int | None) -> bool:
+def has_next_page(*, current: int, size: int, items: int, pages: int | None,
+                  total: int | None) -> bool:
     """Whether another page may follow (the rule the page stream follows)."""
 
 def is_success_code(code: object, success_codes: list[str]) -> bool:
@@ -296,7 +309,7 @@ def template_wire(name: Any, parameters: Any, language: Any) -> tuple[str, str, 
 
 @final
 class CampaignRun:
-    """A running campaign, fed and polled by the drivers of ``bizmsg._campaign``."""
+    """A running campaign, fed and polled by the drivers of ``bizmsg._campaign.drivers``."""
 
     def feed(self, items: Iterator[Any], limit: int) -> int:
         """Pulls up to ``limit`` items from ``items`` and hands them to the engine; returns how
@@ -388,7 +401,8 @@ class SendOutcome:
 def restore_send_outcome(index: int, message: Any, status: str, idempotency_key: str | None,
                          result: SendResult | None, error: BizmsgError | None,
                          duplicate_of: int | None, reason: str | None) -> SendOutcome:
-    """Rebuilds a pickled ``SendOutcome``."""
+    """Rebuilds a pickled ``SendOutcome``. (Positional: pickle calls it with the arguments of
+    ``SendOutcome.__reduce__``.)"""
 
 @final
 class CampaignPlanner:

@@ -100,9 +100,11 @@ class Sandbox:
                 f"{type(seed_data).__name__}", field="seed_data")
         _logging.ensure_installed()
         self._server = _native.SandboxServer(
-            host, port, seed, list(tenants), accounts_per_tenant,
-            (int(numbers_per_account[0]), int(numbers_per_account[1])), float(delay),
-            enforce_limits, max_logged_requests, data,
+            host=host, port=port, seed=seed, tenants=list(tenants),
+            accounts_per_tenant=accounts_per_tenant,
+            numbers_per_account=(int(numbers_per_account[0]), int(numbers_per_account[1])),
+            delay=float(delay), enforce_limits=enforce_limits,
+            max_logged_requests=max_logged_requests, seed_data=data,
         )
         self._delay = float(delay)
         if isinstance(faults, (str, os.PathLike)):
@@ -171,9 +173,11 @@ class Sandbox:
         ``inject("send", Fault(cut_connection=True))``."""
         fault = fault if fault is not None else Fault(**fields)
         self._server.inject(
-            route, fault.times, fault.every, float(fault.probability), fault.status,
-            list(dict(fault.headers).items()), fault.body, fault.body_bytes, fault.chunked,
-            float(fault.delay), fault.cut_connection,
+            route=route, times=fault.times, every=fault.every,
+            probability=float(fault.probability), status=fault.status,
+            headers=list(dict(fault.headers).items()), body=fault.body,
+            body_bytes=fault.body_bytes, chunked=fault.chunked, delay=float(fault.delay),
+            cut_connection=fault.cut_connection,
         )
 
     def load_faults(self, path: str | os.PathLike[str]) -> None:

@@ -18,7 +18,7 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any, TextIO, Union
 
-from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult
+from ..models import BusinessAccount, BusinessPhoneNumber, Page, SendResult
 
 __all__ = ["FORMATS", "Column", "Layout", "Output", "NUMBERS", "ACCOUNTS", "SEND_RESULT",
            "write_items", "write_page", "write_result"]

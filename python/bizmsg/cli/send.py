@@ -1,60 +1,34 @@
-"""The ``bizmsg`` commands that talk to the service: ``send``, ``accounts list`` and
-``numbers list``, and the exit statuses of the command."""
+"""``bizmsg send``: one template message (``--to``), or every message of a file (``--file``,
+run by ``send_file.py``, imported only then)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
-from ._cli_output import (
-    ACCOUNTS,
-    FORMATS,
-    NUMBERS,
-    SEND_RESULT,
-    Layout,
-    Output,
-    write_items,
-    write_page,
-    write_result,
+from ..models import Template, TemplateParameters
+from .options import (
+    add_connection_options,
+    add_output_options,
+    connect,
+    int_in,
+    output_of,
+    positive,
 )
-from ._client import BusinessAccounts, BusinessPhoneNumbers, Client
-from ._native import MAX_PAGE_SIZE
-from .errors import ConfigurationError
-from .models import Template, TemplateParameters
+from .output import SEND_RESULT, write_result
+from .status import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REJECTED", "EXIT_UNKNOWN",
-           "EXIT_INTERRUPTED", "DEFAULT_CONCURRENCY", "INPUT_FORMATS", "CommandError",
-           "add_commands", "int_in", "reconcile_hint"]
+if TYPE_CHECKING:
+    from .options import Subcommands
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_REJECTED = 3
-EXIT_UNKNOWN = 4
-EXIT_INTERRUPTED = 130
+__all__ = ["DEFAULT_CONCURRENCY", "INPUT_FORMATS", "add_send", "reconcile_hint"]
 
 #: Requests in flight at most for --file, unless --concurrency says otherwise.
 DEFAULT_CONCURRENCY = 64
-#: What --format and --results-format take (and _cli_bulk reads and writes).
+#: What --format and --results-format take (message_file.py reads, results_file.py writes).
 INPUT_FORMATS = ("csv", "jsonl")
-
-if TYPE_CHECKING:  # not subscriptable at run time
-    from typing import TypeAlias
-
-    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
-Listing = Union[BusinessAccounts, BusinessPhoneNumbers]
-
-
-class CommandError(Exception):
-    """Ends the command with exit ``status``, after its message on stderr."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def reconcile_hint(idempotency_key: str) -> str:
@@ -66,9 +40,8 @@ def reconcile_hint(idempotency_key: str) -> str:
     )
 
 
-def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
-    """Adds ``send``, ``accounts list`` and ``numbers list``; ``common`` holds the options
-    every command takes."""
+def add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    """Adds ``send``; ``common`` holds the options every command takes."""
     send = commands.add_parser(
         "send", parents=[common], help="send a template message, or many from a file",
         description="Sends a template message from one of your business phone numbers "
@@ -77,14 +50,9 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     )
     _add_message_options(send)
     _add_bulk_options(send)
-    _add_connection_options(send)
-    _add_output_options(send, SEND_RESULT)
+    add_connection_options(send)
+    add_output_options(send, SEND_RESULT)
     send.set_defaults(run=_send)
-
-    _add_listing(commands, common, "accounts", "business accounts, each with its numbers",
-                 ACCOUNTS, lambda client: client.business_accounts, _ACCOUNTS_CSV)
-    _add_listing(commands, common, "numbers", "business phone numbers", NUMBERS,
-                 lambda client: client.business_phone_numbers, "")
 
 
 _SEND_EPILOG = """\
@@ -158,48 +126,6 @@ exit status with --file:
        abandons them (their outcome is then unknown)
 """
 
-_LIST_EPILOG = """\
---output:
-  table  the columns most people need (--columns picks others), fitted to the
-         terminal (80 columns when not a terminal); a value too long for its
-         column is cut with "…"
-  json   the JSON the service sent (camelCase keys, unknown fields kept): one
-         page is its whole envelope {{data, total, size, current, pages}}; with
-         --all, one array of every item, written as the items arrive
-  jsonl  one item per line, as the service sent it
-  csv    a header row of column names, then one row per item; timestamps in
-         ISO 8601{csv}
-"""
-
-_ACCOUNTS_CSV = """. An account's numbers are flattened into two columns:
-         business_phone_numbers is how many it has and phone_number_ids their
-         ids joined with ";". For one row per number, list the numbers:
-         bizmsg numbers list --output csv (biz_account_id names the account)"""
-
-
-def _add_listing(commands: Subcommands, common: argparse.ArgumentParser, name: str, what: str,
-                 layout: Layout, resource: Callable[[Client], Listing], csv_note: str) -> None:
-    group = commands.add_parser(name, help=f"your {what}",
-                                description=f"Your {what}.")
-    actions = group.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser(
-        "list", parents=[common], help=f"list your {what}",
-        description=f"Lists your {what}: one page, or every page with --all.",
-        epilog=_LIST_EPILOG.format(csv=csv_note),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    pages = listing.add_mutually_exclusive_group()
-    pages.add_argument("--page", type=int_in(1, None), default=1, metavar="N",
-                       help="the page to print, from 1 (default: 1)")
-    pages.add_argument("--all", action="store_true",
-                       help="every page, printed as the items arrive (one page is read ahead)")
-    listing.add_argument("--page-size", type=int_in(1, MAX_PAGE_SIZE), default=100,
-                         metavar="N",
-                         help=f"items per request, 1 to {MAX_PAGE_SIZE} (default: 100)")
-    _add_connection_options(listing)
-    _add_output_options(listing, layout)
-    listing.set_defaults(run=_list_command(resource, layout))
-
 
 def _add_message_options(send: argparse.ArgumentParser) -> None:
     # Checked by _send rather than required by argparse: `send --file` takes the messages
@@ -245,7 +171,7 @@ def _add_bulk_options(send: argparse.ArgumentParser) -> None:
                            "stdout, the input's format)")
     bulk.add_argument("--concurrency", type=int_in(1, None), metavar="N",
                       help=f"requests in flight at most (default: {DEFAULT_CONCURRENCY})")
-    bulk.add_argument("--rate", type=_positive, metavar="N",
+    bulk.add_argument("--rate", type=positive, metavar="N",
                       help="send at most N messages per second in all (default: as fast as "
                            "the service answers)")
     bulk.add_argument("--pace", choices=("auto",),
@@ -277,92 +203,6 @@ def _add_bulk_options(send: argparse.ArgumentParser) -> None:
                       help="no progress bar, even on a terminal")
 
 
-def _positive(text: str) -> float:
-    """An argparse ``type``: a positive, finite number."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _add_connection_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("connection")
-    group.add_argument("--token",
-                       help="the API token (default: $BIZMSG_TOKEN, which is better: a "
-                            "command line is visible to other users of the machine); never "
-                            "printed")
-    group.add_argument("--base-url", metavar="URL",
-                       help="the service's base URL, https://... (default: $BIZMSG_BASE_URL)")
-
-
-def _add_output_options(parser: argparse.ArgumentParser, layout: Layout) -> None:
-    group = parser.add_argument_group("output")
-    group.add_argument("-o", "--output", choices=FORMATS,
-                       help="the output format (default: table)")
-    group.add_argument("--columns", type=layout.pick, metavar="NAMES",
-                       help="for table and csv: the columns to print, comma-separated: "
-                            + ", ".join(layout.names()))
-
-
-def int_in(low: int, high: int | None) -> Callable[[str], int]:
-    """An argparse ``type``: an integer from ``low`` to ``high`` (no bound if ``None``)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low or (high is not None and value > high):
-            bounds = f"from {low} to {high}" if high is not None else f"from {low} up"
-            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text!r}")
-        return value
-    return parse
-
-
-def _connect(args: argparse.Namespace) -> Client:
-    token = args.token or os.environ.get("BIZMSG_TOKEN")
-    base_url = args.base_url or os.environ.get("BIZMSG_BASE_URL")
-    missing = [
-        what
-        for what, value in (
-            ("a token (--token or $BIZMSG_TOKEN)", token),
-            ("a base URL (--base-url or $BIZMSG_BASE_URL)", base_url),
-        )
-        if not value
-    ]
-    if missing:
-        raise CommandError(EXIT_USAGE, "missing " + " and ".join(missing))
-    try:
-        return Client(token, base_url=base_url)
-    except ConfigurationError as error:
-        raise CommandError(EXIT_USAGE, f"{type(error).__name__}: {error}") from error
-
-
-def _output(args: argparse.Namespace, layout: Layout) -> Output:
-    fmt = args.output or "table"
-    if args.columns is not None and fmt not in ("table", "csv"):
-        raise CommandError(EXIT_USAGE, f"--columns applies to --output table and csv; "
-                                       f"{fmt} prints the objects as received")
-    return layout.output(fmt, args.columns)
-
-
-def _list_command(resource: Callable[[Client], Listing],
-                  layout: Layout) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        output = _output(args, layout)
-        with _connect(args) as client:
-            listing = resource(client)
-            if args.all:
-                write_items(listing.iter(page_size=args.page_size), output, sys.stdout)
-            else:
-                page = listing.list(page_no=args.page, page_size=args.page_size)
-                write_page(page, output, sys.stdout)
-        return EXIT_OK
-    return run
-
-
 _MESSAGE_OPTIONS = (("--to", "to"), ("--from", "from_"), ("--template", "template"),
                     ("--language", "language"))
 
@@ -387,11 +227,11 @@ def _send(args: argparse.Namespace) -> int:
     if missing:
         hint = " (or --file FILE for many messages)" if args.to is None else ""
         raise CommandError(EXIT_USAGE, "send needs " + ", ".join(missing) + hint)
-    output = _output(args, SEND_RESULT)
+    output = output_of(args, SEND_RESULT)
     template = Template(name=args.template, parameters=_parameters(args), language=args.language)
     # Chosen here rather than by the client so that an interrupted send can name it too.
     key = args.idempotency_key or str(uuid.uuid4())
-    with _connect(args) as client:
+    with connect(args) as client:
         try:
             result = client.messages.send(to=args.to, from_=args.from_, template=template,
                                           idempotency_key=key)
@@ -418,12 +258,13 @@ def _send_file(args: argparse.Namespace) -> int:
                                            f"{why}")
     if args.concurrency is None:
         args.concurrency = DEFAULT_CONCURRENCY
-    from ._cli_bulk import Defaults, send_file
+    from .message_file import Defaults
+    from .send_file import send_file
 
     defaults = Defaults(from_=args.from_, template=args.template, language=args.language,
                         parameters=args.parameters if args.parameters is not None
                         else args.param)
-    with _connect(args) as client:
+    with connect(args) as client:
         return send_file(args, client, defaults)
 
 

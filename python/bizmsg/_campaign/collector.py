@@ -1,0 +1,159 @@
+"""What a campaign's driver gathers while the campaign runs: the outcomes (kept for
+``send_many``, only counted for ``send_many_iter``), the warnings, the progress bar, what
+stopped it, and the :class:`~bizmsg.BulkResult` (or the exception carrying it) it ends with."""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections import Counter
+from collections.abc import Callable, Sized
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from .. import _native
+from .results import STATUSES, BulkResult, CampaignWarning
+
+if TYPE_CHECKING:
+    from .._native import SendOutcome
+
+__all__ = ["Collector", "OnResult", "progress_bar", "require_tqdm"]
+
+#: ``on_result``: called with each batch of outcomes as it arrives (on the calling thread for
+#: ``Client``, on the event loop for ``AsyncClient``).
+OnResult = Callable[[list["SendOutcome"]], object]
+
+_BY_INDEX = operator.attrgetter("index")
+_STATUS = operator.attrgetter("status")
+
+
+def _counts(outcomes: list[SendOutcome]) -> dict[str, int]:
+    counted: Counter[str] = Counter(map(_STATUS, outcomes))
+    return {status: counted[status] for status in STATUSES}
+
+
+class Collector:
+    """What a driver gathers: outcomes (kept for ``send_many``), warnings, the end."""
+
+    def __init__(self, keep: bool, on_result: OnResult | None, progress: Any) -> None:
+        self.keep = keep
+        self.on_result = on_result
+        self.progress = progress
+        self.outcomes: list[SendOutcome] = []
+        self.counts: Counter[str] = Counter()
+        self.warnings: list[CampaignWarning] = []
+        self.done: dict[str, Any] | None = None
+        #: What stopped the driver before the input ended (Ctrl-C, cancellation, an exception
+        #: from the input or from on_result): raised once the campaign has settled.
+        self.raised: BaseException | None = None
+        self.started = time.monotonic()
+        #: The last batch (by event sequence) counted, and the last one on_result was given:
+        #: a batch handed out again after an interruption is counted and reported once.
+        self.counted = 0
+        self.reported = 0
+        #: on_result raised: it is not called again (Ctrl-C inside it does not count).
+        self.on_result_failed = False
+
+    def outcomes_arrived(self, sequence: int, batch: list[SendOutcome]) -> None:
+        if sequence > self.counted:
+            self.counted = sequence
+            if self.keep:
+                self.outcomes.extend(batch)
+            # map() and attrgetter: counted in C, not by a generator per outcome.
+            self.counts.update(map(_STATUS, batch))
+            if self.progress is not None:
+                # The counts first: update() draws the bar, with them.
+                self.progress.set_postfix({status: self.counts[status] for status in STATUSES
+                                           if self.counts[status]}, refresh=False)
+                self.progress.update(len(batch))
+        if (self.on_result is not None and not self.on_result_failed
+                and sequence > self.reported):
+            # Called after a Ctrl-C too: a sink of outcomes gets every one of them.
+            try:
+                self.on_result(batch)
+            except KeyboardInterrupt:
+                raise  # the batch is handed out again, and given to on_result again
+            except BaseException:
+                self.on_result_failed = True
+                raise
+            self.reported = sequence
+
+    def warning(self, value: tuple[str, str, str | None, str | None]) -> None:
+        self.warnings.append(CampaignWarning(*value))
+
+    def result(self) -> BulkResult:
+        elapsed = time.monotonic() - self.started
+        outcomes = self.outcomes
+        if self.raised is not None:
+            # A batch whose use was interrupted is handed out again: keep each message once.
+            outcomes = list({outcome.index: outcome for outcome in outcomes}.values())
+        outcomes = sorted(outcomes, key=_BY_INDEX)
+        done = self.done or {}
+        stopped = done.get("stopped")
+        stopped_by = None
+        if stopped is not None and stopped[0] is not None:
+            stopped_by = next((o for o in outcomes if o.index == stopped[0]), None)
+        handled = sum(self.counts.values())
+        return BulkResult(
+            outcomes=outcomes,
+            counts=_counts(outcomes) if self.keep else {s: self.counts[s] for s in STATUSES},
+            elapsed=timedelta(seconds=elapsed),
+            rate=handled / elapsed if elapsed > 0 else 0.0,
+            warnings=list(self.warnings),
+            stopped_by=stopped_by,
+            stop_reason=None if stopped is None else stopped[1],
+            campaign_id=done.get("campaign_id"),
+        )
+
+    def interrupted(self, exc: BaseException, run: _native.CampaignRun) -> None:
+        """A first interruption stops taking messages; a second abandons those in flight."""
+        if self.raised is None:
+            self.raised = exc
+            import logging  # only here: `import bizmsg` stays free of it
+
+            logging.getLogger("bizmsg").warning(
+                "campaign interrupted: no new message is taken; waiting for the messages in "
+                "flight (interrupt again to abandon them)")
+            run.stop(False)
+        else:
+            run.stop(True)
+
+    def finish(self) -> BulkResult:
+        """The result, or the exception that ended the campaign with it attached."""
+        result = self.result()
+        if self.progress is not None:
+            self.progress.close()
+        error = (self.done or {}).get("error")
+        raised = self.raised or error
+        if raised is not None:
+            _attach(raised, result)
+            raise raised
+        return result
+
+
+def _attach(exc: BaseException, result: BulkResult) -> None:
+    try:
+        exc.bulk_result = result  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover - exceptions without a __dict__
+        return
+    note = f"bizmsg: the campaign stopped with {result!r}; see .bulk_result"
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+
+
+def require_tqdm() -> Any:
+    """tqdm's notebook-or-terminal bar class, or an ImportError that says how to install it."""
+    try:
+        from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
+    except ImportError as exc:
+        raise ImportError("progress=True needs tqdm: pip install 'bizmsg[progress]'") from exc
+    return tqdm
+
+
+def progress_bar(progress: bool, messages: object) -> Any:
+    if not progress:
+        return None
+    tqdm = require_tqdm()
+    total = len(messages) if isinstance(messages, Sized) else None
+    return tqdm(total=total, unit="msg", desc="sending", dynamic_ncols=True)
