@@ -151,9 +151,9 @@ def judge(sandbox: Sandbox, sender: str, race: Race, label: str) -> dict[str, An
         by_key.setdefault(key, []).append(record)
         body = record["response_body"]
         if isinstance(body, dict) and body.get("smsId"):
-            owner_of_sms.setdefault(str(body["smsId"]), key)
-            assert owner_of_sms[str(body["smsId"])] == key, (
-                f"the sandbox answered {body['smsId']} to two keys: {owner_of_sms[str(body['smsId'])]} and {key}")
+            sms_id = str(body["smsId"])
+            owner = owner_of_sms.setdefault(sms_id, key)
+            assert owner == key, f"the sandbox answered {sms_id} to two keys: {owner} and {key}"
 
     wrong: list[str] = []
     sent = [o for o in race.outcomes if o.kind == "sent"]
@@ -227,17 +227,19 @@ async def test_keepalive_race_never_misattributes_and_reports_unknowns(
         stack: Stack, server: str, transport: str, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
     monkeypatch.setenv("BIZMSG_TRANSPORT", transport)
+    verify: bool | str = True
     if server == "nginx":
         url, verify, idle = stack.nginx.url, str(stack.nginx.ca_path), NGINX_KEEPALIVE
-        version, keepalive = f"{stack.nginx.version()}, TLS", f"keepalive_timeout {stack.nginx.keepalive_timeout}"
+        version = f"{stack.nginx.version()}, TLS"
+        keepalive = f"keepalive_timeout {stack.nginx.keepalive_timeout}"
     else:
-        url, verify, idle = stack.haproxy.url, "", HAPROXY_KEEPALIVE
-        version, keepalive = f"HAProxy {stack.haproxy.version()}, plain HTTP", f"timeout http-keep-alive {stack.haproxy.keepalive}"
+        url, idle = stack.haproxy.url, HAPROXY_KEEPALIVE
+        version = f"HAProxy {stack.haproxy.version()}, plain HTTP"
+        keepalive = f"timeout http-keep-alive {stack.haproxy.keepalive}"
     label = f"{server}-{transport}"
     offset = [f"{s}-{t}" for s, t in (p.values for p in TARGETS)].index(label) * 1_000_000
 
-    client = bizmsg.AsyncClient(stack.sandbox.token, base_url=url,
-                                **({"verify": verify} if verify else {}))
+    client = bizmsg.AsyncClient(stack.sandbox.token, base_url=url, verify=verify)
     try:
         assert client._native.transport == transport
         race = await run_race(client, stack.sender, label, offset, idle)

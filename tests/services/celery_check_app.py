@@ -11,7 +11,7 @@ app = Celery("bizmsg_celery_check")
 app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, broker_connection_retry_on_startup=True)
 
 
-@app.task(name="bizmsg_check.add")
+@app.task(name="bizmsg_check.add")  # type: ignore[untyped-decorator]
 def add(x: int, y: int) -> dict[str, int]:
     """The sum, and which pool process computed it."""
     return {"sum": x + y, "pid": os.getpid()}

@@ -15,9 +15,12 @@ installed skips the test with the way to install it, or fails it under
 | ``sandbox_process`` | ``python -m bizmsg sandbox`` as a process (``SandboxProcess``) |
 | ``start_sandbox_process`` | ``start_sandbox_process(["--enforce-limits"])``: more of them |
 | ``nginx_server`` | nginx with TLS (keep-alive 1 s) and h2 (GOAWAY every 50) before ``sandbox_process`` |
+| ``start_nginx`` | ``start_nginx("127.0.0.1:PORT", keepalive_timeout="2s")``: before any upstream |
 | ``haproxy_server`` | HAProxy (keep-alive 500 ms) before ``sandbox_process`` |
+| ``start_haproxy`` | ``start_haproxy("127.0.0.1:PORT", tls=tls_files)``: before any upstream |
 | ``squid_server`` | Squid as a forward proxy (``proxy=squid_server.proxy_url``) |
-| ``start_celery_worker`` | ``start_celery_worker("module", env={...})``: a prefork worker on ``redis_server`` |
+| ``start_celery_worker`` | ``start_celery_worker("module", env={...})``: a prefork worker, |
+| | its broker and backend ``redis_server`` (or ``redis=``) |
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from .celery_worker import CeleryWorker
 from .haproxy_server import HAProxyServer
 from .nginx_server import NginxServer
 from .postgres_server import PostgresServer
-from .redis_server import RedisServer
 from .processes import still_running, stop_all
+from .redis_server import RedisServer
 from .reports import add_summary_line, summary_lines
 from .sandbox_server import SandboxProcess
 from .squid_server import SquidServer
@@ -101,19 +104,37 @@ def sandbox_process(start_sandbox_process: Callable[..., SandboxProcess]) -> San
 
 
 @pytest.fixture
-def nginx_server(sandbox_process: SandboxProcess, tls_files: TLSFiles) -> Iterator[NginxServer]:
-    with installed():
-        server = NginxServer(f"127.0.0.1:{sandbox_process.port}", tls_files)
-    with server:
-        yield server
+def start_nginx(tls_files: TLSFiles) -> Iterator[Callable[..., NginxServer]]:
+    with ExitStack() as stack:
+        def start(upstream: str, **options: Any) -> NginxServer:
+            with installed():
+                server = NginxServer(upstream, tls_files, **options)
+            return stack.enter_context(server)
+
+        yield start
 
 
 @pytest.fixture
-def haproxy_server(sandbox_process: SandboxProcess) -> Iterator[HAProxyServer]:
-    with installed():
-        server = HAProxyServer(f"127.0.0.1:{sandbox_process.port}")
-    with server:
-        yield server
+def nginx_server(start_nginx: Callable[..., NginxServer],
+                 sandbox_process: SandboxProcess) -> NginxServer:
+    return start_nginx(f"127.0.0.1:{sandbox_process.port}")
+
+
+@pytest.fixture
+def start_haproxy() -> Iterator[Callable[..., HAProxyServer]]:
+    with ExitStack() as stack:
+        def start(upstream: str, **options: Any) -> HAProxyServer:
+            with installed():
+                server = HAProxyServer(upstream, **options)
+            return stack.enter_context(server)
+
+        yield start
+
+
+@pytest.fixture
+def haproxy_server(start_haproxy: Callable[..., HAProxyServer],
+                   sandbox_process: SandboxProcess) -> HAProxyServer:
+    return start_haproxy(f"127.0.0.1:{sandbox_process.port}")
 
 
 @pytest.fixture

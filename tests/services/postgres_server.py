@@ -11,8 +11,10 @@ tests run as root the folder is given to the ``postgres`` user and the binaries 
 written to the WAL before it is answered, so a kill -9 of the server loses nothing committed (the
 kernel holds it); only a machine crash would. ``synchronous_commit`` stays on: off, a commit is
 answered before its WAL is written, and a kill -9 within the next 200 ms loses it, which would
-make the fault tests see a journal lose rows that PostgreSQL had acknowledged. Local (unix-socket) connections are trusted and the socket's
-folder is private to the server's user; TCP connections need the password (SCRAM).
+make the fault tests see a journal lose rows that PostgreSQL had acknowledged.
+
+Local (unix-socket) connections are trusted and the socket's folder is private to the server's
+user; TCP connections need the password (SCRAM).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ in order through the fixtures' teardown. Behind that, three nets:
 
 - every process still running when Python exits is stopped by :func:`stop_all` (``atexit``);
 - ``setpriv --pdeathsig KILL`` in front of the command: if pytest itself is killed (SIGKILL,
-  an OOM kill), the kernel kills its direct children too;
+  an OOM kill), the kernel kills its direct children too. (The kernel ties this to the *thread*
+  that started the server: start servers from the main thread, as fixtures are, not from a
+  thread that ends before the server should.)
 - the processes a server forks (nginx's workers, PostgreSQL's backends, Celery's pool) are
   recorded with their start time, and any left when the server stops is killed, once it is
   certain the PID was not reused.
@@ -132,7 +134,6 @@ class ServerProcess:
                 [*prefix, *argv], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
         self.pid = self.process.pid
-        self._started = _start_time(self.pid)
         # (pid, start time) of every process seen under this one, killed if left at the end.
         self._descendants: dict[int, int] = {}
         _running[self.pid] = self
