@@ -8,6 +8,9 @@ HTTP layer is mocked.
 - ``sender`` / ``globex_sender``: the first number of each tenant of a seed-0 sandbox (always
   CONNECTED, see docs/sandbox.md "Demo guarantee"), read once per session from a sandbox of its
   own so that no test's request log holds the look-up.
+- The real servers (Redis, PostgreSQL, the standalone sandbox, nginx, HAProxy, Squid, a Celery
+  worker) come from the ``services`` package, whose fixtures are loaded below as a plugin; see
+  ``services/fixtures.py``.
 - ``sigint_handler``: Python's own SIGINT handler (``KeyboardInterrupt``) installed for the test,
   for tests that interrupt their own process; ``DEFAULT_SIGINT`` does the same at the top of a
   child's script. Neither may be taken for granted: a run started with SIGINT ignored (``nohup``,
@@ -30,6 +33,9 @@ from hypothesis import HealthCheck, settings
 
 import bizmsg
 from bizmsg.testing import Sandbox
+
+# The real-server fixtures (services/fixtures.py): redis_server, postgres_server, nginx_server...
+pytest_plugins = ("services.fixtures",)
 
 settings.register_profile(
     "bizmsg",

@@ -1,0 +1,15 @@
+"""Real servers for the tests, started on free loopback ports in temporary folders and stopped by
+PID: Redis, PostgreSQL, the standalone sandbox, nginx (TLS, h2), HAProxy, Squid and a Celery
+worker. One concept per file:
+
+- ``availability.py``: skip when a server is not installed, fail under ``BIZMSG_REQUIRE_SERVICES=1``
+- ``processes.py``: starting, watching and stopping a process (and what it forked) by PID
+- ``tls.py``: a throwaway CA and server certificate
+- ``redis_server.py``, ``postgres_server.py``, ``sandbox_server.py``, ``nginx_server.py``,
+  ``haproxy_server.py``, ``squid_server.py``, ``celery_worker.py``: one server each, as a context
+  manager usable outside pytest too
+- ``reports.py``: figures reported (JSON and the terminal summary) rather than asserted
+- ``fixtures.py``: the pytest fixtures over all of them (a plugin loaded by ``tests/conftest.py``)
+- ``celery_check_app.py``: the trivial Celery app with which ``test_services.py`` checks the
+  worker fixture
+"""

@@ -1,0 +1,93 @@
+"""HAProxy (Debian's 2.6) in front of an upstream (a sandbox), with
+``timeout http-keep-alive 500ms``: an idle client connection is closed after half a second, the
+second keep-alive race of issue 17. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
+instead (HTTP/1.1 by ALPN).
+
+Run in the foreground (``-db``), one process, stopped by its PID. HAProxy's own idle pool
+toward the upstream is purged well under the sandbox's 60 s limit.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from .processes import ServerProcess, find_program, free_port
+from .tls import TLSFiles
+
+_CONF = """\
+global
+  maxconn 4096
+defaults
+  mode http
+  option http-keep-alive
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  timeout http-keep-alive {keepalive}
+  timeout http-request 10s
+frontend front
+  bind 127.0.0.1:{port}{ssl}
+  default_backend sandbox
+backend sandbox
+  http-reuse safe
+  server upstream {upstream} pool-purge-delay 5s
+"""
+
+
+class HAProxyServer:
+    """``url`` (``http://``, or ``https://`` with ``tls``), ``port``, ``keepalive``, ``dir``;
+    ``upstream`` is ``host:port``."""
+
+    def __init__(self, upstream: str, *, keepalive: str = "500ms", tls: TLSFiles | None = None) -> None:
+        self.program = find_program("haproxy", package="haproxy")
+        self.upstream = upstream
+        self.keepalive = keepalive
+        self.tls = tls
+        self.port = free_port()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.ca_path = tls.ca_path if tls else None
+        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-haproxy-"))
+        ssl = f" ssl crt {tls.combined_path} alpn http/1.1" if tls else ""
+        (self.dir / "haproxy.cfg").write_text(_CONF.format(
+            keepalive=keepalive, port=self.port, ssl=ssl, upstream=upstream))
+        self.process: ServerProcess | None = None
+
+    def version(self) -> str:
+        out = subprocess.run([self.program, "-v"], capture_output=True, text=True, timeout=10).stdout
+        found = re.search(r"version (\S+)", out)
+        return found.group(1) if found else out.strip()
+
+    def start(self) -> HAProxyServer:
+        self.process = ServerProcess(
+            "haproxy", [self.program, "-db", "-f", str(self.dir / "haproxy.cfg")],
+            log=self.dir / "haproxy.log")
+        try:
+            self.process.wait_listening(self.port)
+        except BaseException:
+            self.process.stop()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self.process is not None:
+            # SIGUSR1 would wait for the sessions to end ("soft stop"); SIGTERM stops at once.
+            self.process.stop(signal.SIGTERM)
+            self.process = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> HAProxyServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,99 @@
+"""Squid (Debian's 5.7) as a forward proxy on a free loopback port: plain HTTP requests are
+forwarded (absolute-form, ``http://127.0.0.1:SANDBOX/...``) and ``CONNECT`` opens tunnels (to
+nginx's TLS port). Only loopback clients, only loopback destinations: nothing it is asked can
+leave the machine.
+
+A minimal configuration in a temporary folder: no cache at all, its own pid file and logs, no
+ICP/HTCP/SNMP ports, no pinger, DNS pointed at loopback (destinations are IP literals; nothing is
+resolved). ``-N`` keeps it in the foreground as one process (no SMP kids, no daemon), so the PID
+started is the one stopped. Started as root, Squid drops to its ``cache_effective_user``
+(Debian's ``proxy``), which must own the folder; started as another user, it stays that user.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from .processes import ServerProcess, chown_to, find_program, free_port, running_as_root
+
+_CONF = """\
+http_port 127.0.0.1:{port}
+pid_filename {dir}/squid.pid
+cache_log {dir}/cache.log
+access_log stdio:{dir}/access.log squid
+cache_store_log none
+coredump_dir {dir}
+cache deny all
+cache_mem 8 MB
+memory_pools off
+netdb_filename none
+pinger_enable off
+icp_port 0
+htcp_port 0
+dns_nameservers 127.0.0.1
+shutdown_lifetime 0 seconds
+{user}
+acl from_loopback src 127.0.0.0/8
+acl to_loopback dst 127.0.0.0/8
+http_access allow from_loopback to_loopback
+http_access deny all
+"""
+
+
+class SquidServer:
+    """``proxy_url`` (``http://127.0.0.1:PORT``, for ``proxy=``), ``port``, ``dir``,
+    :meth:`access_log` (Squid's native log lines)."""
+
+    def __init__(self) -> None:
+        self.program = find_program("squid", package="squid")
+        self.port = free_port()
+        self.proxy_url = f"http://127.0.0.1:{self.port}"
+        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-squid-"))
+        self._user = "proxy" if running_as_root() else None
+        (self.dir / "squid.conf").write_text(_CONF.format(
+            port=self.port, dir=self.dir,
+            user=f"cache_effective_user {self._user}" if self._user else ""))
+        if self._user is not None:
+            chown_to(self.dir, self._user)
+        self.process: ServerProcess | None = None
+
+    def version(self) -> str:
+        out = subprocess.run([self.program, "-v"], capture_output=True, text=True, timeout=10).stdout
+        return out.splitlines()[0].removeprefix("Squid Cache: Version ").strip() if out else "?"
+
+    def start(self) -> SquidServer:
+        self.process = ServerProcess(
+            "squid", [self.program, "-N", "-f", str(self.dir / "squid.conf")],
+            log=self.dir / "squid.out")
+        try:
+            self.process.wait_listening(self.port, extra_logs=[self.dir / "cache.log"])
+        except BaseException:
+            self.process.stop()
+            raise
+        return self
+
+    def access_log(self) -> list[str]:
+        path = self.dir / "access.log"
+        return path.read_text(errors="replace").splitlines() if path.exists() else []
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stop(signal.SIGTERM)
+            self.process = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> SquidServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,279 @@
+"""The transports against real servers (issue 17, "Tests that stay"): the keep-alive race.
+
+nginx (TLS, ``keepalive_timeout 1s``) and HAProxy (plain HTTP, ``timeout http-keep-alive
+500ms``) stand in front of a sandbox. An ``AsyncClient`` keeps 64 sends in flight in bursts of
+128, then stays idle for about the server's keep-alive timeout (x0.97 to x1.03), so that the
+next burst reuses pooled connections just as the server closes them: the race in which a send
+can end ``SendOutcomeUnknownError`` although the service never received it. The gaps cover that
+range evenly (a golden-ratio sequence rather than random draws: with 16 bursts, chance could
+leave half of the range untried). Only gaps a little under the timeout hit the race: the
+connections then expire while the burst is taking them.
+
+What is asserted, always (correctness, never timing):
+
+- no answer is ever attributed to the wrong request: each send that returned ``sms_id`` S was
+  answered S by the sandbox for that send's own ``Idempotency-Key`` (and recipient), as the
+  sandbox's request log shows, and no two sends share an ``sms_id``;
+- a send reported as never sent (``ConnectError``) had indeed not reached the sandbox;
+- after each unknown is reconciled as a user would (re-sent with its own key), every message
+  went out exactly once, and the sandbox's idempotency replay agrees with its log about which
+  unknowns had arrived.
+
+What is reported, not asserted yet: the number of unknowns, and how many of them had never
+arrived (printed in the terminal summary, and written as JSON to ``$BIZMSG_REPORT_DIR`` or the
+test's temporary folder). ``UNKNOWN_LIMIT_PER_12800`` is where the target goes once the transport
+fix lands (issue 17: at least 10x fewer than 89 via nginx direct, 142 proxied, 56 via HAProxy).
+
+Size: 2,000 sends per server and transport by default (16 bursts, about 17 s through nginx and
+8 s through HAProxy), so the four runs take under a minute on 2 cores. The race is a matter of
+microseconds, so its count varies from run to run (via nginx, direct: 0 to 21 per 2,000 on the
+same machine): 2,000 sends show it, the issue's full figure judges it.
+``BIZMSG_RACE_SENDS=12800`` runs that (about 110 s per nginx run, 55 s per HAProxy run).
+
+The sandbox runs in this process (``bizmsg.testing.Sandbox`` on a loopback port) so that its
+request log, with every key and answer, can be read; nginx and HAProxy are real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bizmsg
+from bizmsg.testing import Sandbox
+from services.fixtures import installed
+from services.haproxy_server import HAProxyServer
+from services.nginx_server import NginxServer
+from services.reports import write_report
+from services.tls import TLSFiles
+
+#: Sends per server and transport; the issue's figure is 12,800.
+RACE_SENDS = int(os.environ.get("BIZMSG_RACE_SENDS", "2000"))
+IN_FLIGHT = 64
+BURST = 128
+#: The target, once the transport fix lands: at most this many SendOutcomeUnknownError per
+#: 12,800 sends, by default (issue 17 asks for 10x fewer than today's). None: report only.
+UNKNOWN_LIMIT_PER_12800: int | None = None
+
+NGINX_KEEPALIVE = 1.0
+HAPROXY_KEEPALIVE = 0.5
+TEMPLATE = bizmsg.Template(name="order_update", parameters=["A-1042"], language="en_US")
+
+_BURSTS = math.ceil(RACE_SENDS / BURST)
+# Bounded: each burst is well under 5 s even on a loaded machine, plus the idle gap.
+_TIMEOUT = 60 + _BURSTS * (NGINX_KEEPALIVE * 1.03 + 5)
+
+
+@dataclass
+class Stack:
+    sandbox: Sandbox
+    nginx: NginxServer
+    haproxy: HAProxyServer
+    sender: str
+
+
+@pytest.fixture(scope="module")
+def stack(tls_files: TLSFiles) -> Iterator[Stack]:
+    with Sandbox() as sandbox:
+        upstream = f"127.0.0.1:{sandbox.port}"
+        with installed():
+            nginx = NginxServer(upstream, tls_files, keepalive_timeout=f"{int(NGINX_KEEPALIVE * 1000)}ms")
+            haproxy = HAProxyServer(upstream, keepalive=f"{int(HAPROXY_KEEPALIVE * 1000)}ms")
+        with nginx, haproxy, sandbox.client() as client:
+            number = client.business_phone_numbers.list().data[0]
+            assert number.status == "CONNECTED"
+            sender = "".join(c for c in number.display_phone_number or "" if c.isdigit())
+            yield Stack(sandbox, nginx, haproxy, sender)
+
+
+@dataclass
+class Outcome:
+    key: str
+    to: str
+    kind: str  # "sent", "unknown" or the exception's class name
+    sms_id: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class Race:
+    outcomes: list[Outcome] = field(default_factory=list[Outcome])
+    seconds: float = 0.0
+
+
+async def run_race(client: bizmsg.AsyncClient, sender: str, label: str, offset: int,
+                   idle: float) -> Race:
+    race = Race([Outcome(key=f"race-{label}-{i}", to=f"86135{offset + i:08d}", kind="pending")
+                 for i in range(RACE_SENDS)])
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(outcome: Outcome) -> None:
+        async with gate:
+            try:
+                result = await client.messages.send(to=outcome.to, from_=sender, template=TEMPLATE,
+                                                    idempotency_key=outcome.key)
+            except bizmsg.SendOutcomeUnknownError as error:
+                assert error.idempotency_key == outcome.key
+                outcome.kind, outcome.detail = "unknown", repr(error.__cause__)
+            except bizmsg.BizmsgError as error:
+                outcome.kind, outcome.detail = type(error).__name__, str(error)[:300]
+            else:
+                outcome.kind, outcome.sms_id = "sent", str(result.sms_id)
+
+    started = time.monotonic()
+    for burst, start in enumerate(range(0, RACE_SENDS, BURST)):
+        await asyncio.gather(*(one(o) for o in race.outcomes[start:start + BURST]))
+        # x0.97 to x1.03 of the timeout, evenly covered (the fractional parts of k * golden ratio).
+        await asyncio.sleep(idle * (0.97 + 0.06 * ((burst * 0.6180339887) % 1.0)))
+    race.seconds = time.monotonic() - started
+    return race
+
+
+def judge(sandbox: Sandbox, sender: str, race: Race, label: str) -> dict[str, Any]:
+    """Checks the race's answers against the sandbox's log, reconciles the unknowns by re-sending
+    them with their own keys, and returns the figures. Fails on any misattribution."""
+    prefix = f"race-{label}-"
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    owner_of_sms: dict[str, str] = {}
+    for record in sandbox.sent_messages():
+        key = record["headers"].get("idempotency-key", "")
+        if not key.startswith(prefix):
+            continue
+        by_key.setdefault(key, []).append(record)
+        body = record["response_body"]
+        if isinstance(body, dict) and body.get("smsId"):
+            sms_id = str(body["smsId"])
+            owner = owner_of_sms.setdefault(sms_id, key)
+            assert owner == key, f"the sandbox answered {sms_id} to two keys: {owner} and {key}"
+
+    wrong: list[str] = []
+    sent = [o for o in race.outcomes if o.kind == "sent"]
+    for o in sent:
+        answers = {str(r["response_body"].get("smsId")) for r in by_key.get(o.key, [])
+                   if isinstance(r["response_body"], dict)}
+        tos = {r["body"].get("to") for r in by_key.get(o.key, []) if isinstance(r["body"], dict)}
+        if o.sms_id not in answers or tos != {o.to}:
+            wrong.append(f"{o.key} (to {o.to}) returned {o.sms_id}; the sandbox answered that key "
+                         f"{sorted(answers)} for {sorted(map(str, tos))}; "
+                         f"{o.sms_id} belongs to {owner_of_sms.get(str(o.sms_id))}")
+    duplicates = [s for s, n in Counter(o.sms_id for o in sent).items() if n > 1]
+    assert not wrong, f"{len(wrong)} answers attributed to the wrong request:\n" + "\n".join(wrong[:20])
+    assert not duplicates, f"sms_ids returned to more than one send: {duplicates[:20]}"
+
+    never_sent = [o for o in race.outcomes if o.kind == "ConnectError" and o.key in by_key]
+    assert not never_sent, ("sends reported ConnectError (never reached the service) had reached "
+                            f"it: {[o.key for o in never_sent[:20]]}")
+
+    # Reconcile as a user would: re-send each unknown with its own key, directly to the service.
+    unknown = [o for o in race.outcomes if o.kind == "unknown"]
+    arrived = {o.key for o in unknown if o.key in by_key}
+    with sandbox.client() as direct:
+        for o in unknown:
+            direct.messages.send(to=o.to, from_=sender, template=TEMPLATE, idempotency_key=o.key)
+    replayed: dict[str, bool] = {}
+    committed = Counter[str]()
+    for record in sandbox.sent_messages():
+        key = record["headers"].get("idempotency-key", "")
+        if not key.startswith(prefix):
+            continue
+        replayed[key] = bool(record["idempotent_replay"])  # the last record: the re-send's
+        body = record["response_body"]
+        if (record["status"] == 200 and not record["idempotent_replay"] and isinstance(body, dict)
+                and body.get("status") == "ACCEPTED"):
+            committed[record["body"]["to"]] += 1
+    for o in unknown:
+        assert replayed[o.key] == (o.key in arrived), (
+            f"{o.key}: the sandbox's replay ({replayed[o.key]}) disagrees with its log "
+            f"({o.key in arrived}) about whether it had arrived")
+    reconciled = {o.to for o in race.outcomes if o.kind in ("sent", "unknown")}
+    assert {to: n for to, n in committed.items() if n != 1} == {}, "a message went out twice"
+    assert reconciled <= set(committed), "a reconciled message never went out"
+
+    kinds = Counter(o.kind for o in race.outcomes)
+    return {
+        "sends": RACE_SENDS,
+        "sent": kinds["sent"],
+        "unknown": len(unknown),
+        "unknown_never_arrived": len(unknown) - len(arrived),
+        "unknown_had_arrived": len(arrived),
+        "other_errors": {k: n for k, n in kinds.items() if k not in ("sent", "unknown")},
+        "unknown_causes": dict(Counter(o.detail.split("(")[0] for o in unknown)),
+        "examples": [f"{o.kind}: {o.detail}" for o in race.outcomes
+                     if o.kind != "sent"][:5],
+        "wrong_attributions": 0,
+    }
+
+
+TARGETS = [
+    pytest.param("nginx", "direct", id="nginx-direct"),
+    pytest.param("nginx", "proxied", id="nginx-proxied"),
+    pytest.param("haproxy", "direct", id="haproxy-direct"),
+    pytest.param("haproxy", "proxied", id="haproxy-proxied"),
+]
+
+
+@pytest.mark.timeout(_TIMEOUT)
+@pytest.mark.parametrize(("server", "transport"), TARGETS)
+async def test_keepalive_race_never_misattributes_and_reports_unknowns(
+        stack: Stack, server: str, transport: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    monkeypatch.setenv("BIZMSG_TRANSPORT", transport)
+    verify: bool | str = True
+    if server == "nginx":
+        url, verify, idle = stack.nginx.url, str(stack.nginx.ca_path), NGINX_KEEPALIVE
+        version = f"{stack.nginx.version()}, TLS"
+        keepalive = f"keepalive_timeout {stack.nginx.keepalive_timeout}"
+    else:
+        url, idle = stack.haproxy.url, HAPROXY_KEEPALIVE
+        version = f"HAProxy {stack.haproxy.version()}, plain HTTP"
+        keepalive = f"timeout http-keep-alive {stack.haproxy.keepalive}"
+    label = f"{server}-{transport}"
+    offset = [f"{s}-{t}" for s, t in (p.values for p in TARGETS)].index(label) * 1_000_000
+
+    client = bizmsg.AsyncClient(stack.sandbox.token, base_url=url, verify=verify)
+    try:
+        assert client._native.transport == transport
+        race = await run_race(client, stack.sender, label, offset, idle)
+    finally:
+        client.close()
+
+    figures = judge(stack.sandbox, stack.sender, race, label)
+    figures.update(server=version, keepalive=keepalive, transport=transport, in_flight=IN_FLIGHT,
+                   burst=BURST, idle_gap_seconds=idle, seconds=round(race.seconds, 1),
+                   bizmsg=bizmsg.__version__)
+    others = ", ".join(f"{n} {kind}" for kind, n in sorted(figures["other_errors"].items()))
+    write_report(
+        f"keepalive-race-{label}", figures, fallback_dir=tmp_path,
+        summary=(f"keep-alive race via {version} ({keepalive}), {transport}: {RACE_SENDS} sends, "
+                 f"{figures['unknown']} SendOutcomeUnknownError ({figures['unknown_never_arrived']} "
+                 f"had never arrived), other errors: {others or 'none'}, "
+                 f"0 misattributed, {race.seconds:.0f} s"))
+
+    if UNKNOWN_LIMIT_PER_12800 is not None:
+        assert figures["unknown"] * 12_800 <= UNKNOWN_LIMIT_PER_12800 * RACE_SENDS, figures
+
+
+def test_the_judge_catches_an_answer_given_to_the_wrong_request() -> None:
+    """The check above can fail: two real sends whose answers are swapped, as a connection
+    knocked out of step would return them (issue 17, item 1), are caught."""
+    with Sandbox() as sandbox, sandbox.client() as client:
+        number = client.business_phone_numbers.list().data[0]
+        sender = "".join(c for c in number.display_phone_number or "" if c.isdigit())
+        race = Race([Outcome(key=f"race-selfcheck-{i}", to=f"8613600000{i:03d}", kind="sent")
+                     for i in range(3)])
+        for outcome in race.outcomes:
+            outcome.sms_id = str(client.messages.send(to=outcome.to, from_=sender, template=TEMPLATE,
+                                                      idempotency_key=outcome.key).sms_id)
+        judge(sandbox, sender, race, "selfcheck")  # as answered: passes
+        race.outcomes[1].sms_id, race.outcomes[2].sms_id = race.outcomes[2].sms_id, race.outcomes[1].sms_id
+        with pytest.raises(AssertionError, match="2 answers attributed to the wrong request"):
+            judge(sandbox, sender, race, "selfcheck")
