@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 from . import _logging, _native
 from ._native import NativeClient
 from ._timeout import DEFAULT_TIMEOUT, Timeout, TimeoutArg, call_timeout
-from .errors import BizmsgError, ConfigurationError
+from .errors import BizmsgError, ConfigurationError, ValidationError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -140,6 +140,7 @@ def _native_client(
     verify: bool | str,
     allow_insecure_http: bool,
     max_response_bytes: int,
+    shared_limits: str | None,
 ) -> _native.NativeClient:
     token, base_url, resolved = _resolve(token, base_url, timeout)
     if not is_async and callable(token) and _is_async_callable(token):
@@ -162,7 +163,18 @@ def _native_client(
         verify=verify,
         allow_insecure_http=allow_insecure_http,
         max_response_bytes=max_response_bytes,
+        shared_limits=_shared_limits(shared_limits),
     )
+
+
+def _shared_limits(url: object) -> str | None:
+    """``shared_limits=``, else ``$BIZMSG_SHARED_LIMITS`` (empty: none)."""
+    if url is None:
+        url = os.environ.get("BIZMSG_SHARED_LIMITS") or None
+    if url is None or isinstance(url, str):
+        return url
+    raise ValidationError(f"invalid shared_limits: must be a redis:// or rediss:// URL, got "
+                          f"{type(url).__name__}", field="shared_limits")
 
 
 class Client(_BaseClient):
@@ -171,7 +183,10 @@ class Client(_BaseClient):
 
     ``token`` defaults to ``$BIZMSG_TOKEN`` and ``base_url`` to ``$BIZMSG_BASE_URL``.
     ``success_codes`` are the send-result codes that mean "committed" (default ``("0",)``,
-    what the sandbox answers; compared as strings).
+    what the sandbox answers; compared as strings). ``shared_limits`` (default
+    ``$BIZMSG_SHARED_LIMITS``) is a Redis URL (``redis://`` or ``rediss://``, a password in it
+    if the server needs one): every client, in any process or host, given the same store
+    shares its senders' pace, pauses, pair spacing and tier counts.
     """
 
     __slots__ = ("messages", "business_accounts", "business_phone_numbers")
@@ -193,12 +208,13 @@ class Client(_BaseClient):
         verify: bool | str = True,
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        shared_limits: str | None = None,
     ) -> None:
         self._attach(_native_client(
             token, is_async=False, base_url=base_url, timeout=timeout, max_retries=max_retries,
             success_codes=success_codes, default_headers=default_headers, on_retry=on_retry,
             proxy=proxy, verify=verify, allow_insecure_http=allow_insecure_http,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, shared_limits=shared_limits,
         ))
 
     def _attach(self, native: _native.NativeClient) -> None:
@@ -251,12 +267,13 @@ class AsyncClient(_BaseClient):
         verify: bool | str = True,
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        shared_limits: str | None = None,
     ) -> None:
         self._attach(_native_client(
             token, is_async=True, base_url=base_url, timeout=timeout, max_retries=max_retries,
             success_codes=success_codes, default_headers=default_headers, on_retry=on_retry,
             proxy=proxy, verify=verify, allow_insecure_http=allow_insecure_http,
-            max_response_bytes=max_response_bytes,
+            max_response_bytes=max_response_bytes, shared_limits=shared_limits,
         ))
 
     def _attach(self, native: _native.NativeClient) -> None:

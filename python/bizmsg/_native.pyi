@@ -45,6 +45,7 @@ class NativeClient:
         verify: bool | str,
         allow_insecure_http: bool,
         max_response_bytes: int,
+        shared_limits: str | None,
     ) -> NativeClient:
         """Validates the configuration (raises ``ConfigurationError``) and builds the pool."""
 
@@ -63,6 +64,8 @@ class NativeClient:
         journal: str | None,
         campaign_id: str | None,
         resend_unknown: bool,
+        enforce_tier: bool,
+        lease: float | None,
         timeout: Any,
         max_retries: int | None,
     ) -> CampaignRun:
@@ -283,6 +286,9 @@ def model_from_json(*, kind: str, json: bytes, item_kind: str | None = None,
                     fallbacks: tuple[int, int] | None = None) -> Any:
     """Decodes JSON text into the model named ``kind`` (a page's items are ``item_kind``);
     ``fallbacks`` are a page's ``(current, size)`` for when the object leaves them out."""
+
+def model_fields(kind: str) -> list[tuple[str, str]]:
+    """The ``(field, wire name)`` pairs of a model, in the spec's order, from its table."""
 
 def json_loads(json: bytes) -> Any:
     """JSON text as Python objects, like ``json.loads`` (exact for big integers and floats)."""

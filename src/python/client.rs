@@ -15,6 +15,9 @@ use super::completion::awaitable;
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
+use super::keywords::{
+    keywords, CampaignArgs, ClientArgs, ListArgs, PagesArgs, PlanArgs, SendArgs,
+};
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage, UnreadPage};
@@ -54,21 +57,22 @@ impl Listing {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        token: &Bound<'_, PyAny>,
-        base_url: &Bound<'_, PyAny>,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
-        success_codes: Option<Vec<String>>,
-        default_headers: &Bound<'_, PyDict>,
-        on_retry: Option<Py<PyAny>>,
-        proxy: Option<String>,
-        verify: &Bound<'_, PyAny>,
-        allow_insecure_http: bool,
-        max_response_bytes: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
+    #[pyo3(signature = (**options))]
+    fn new(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let ClientArgs {
+            token,
+            base_url,
+            timeout,
+            max_retries,
+            success_codes,
+            default_headers,
+            on_retry,
+            proxy,
+            verify,
+            allow_insecure_http,
+            max_response_bytes,
+            shared_limits,
+        } = keywords("NativeClient", ClientArgs::NAMES, options)?;
         let build = || -> Result<ClientConfig, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
                 TokenSource::Static(
@@ -87,20 +91,21 @@ impl NativeClient {
                     "token must be a string or a callable returning one".to_owned(),
                 ));
             };
-            let mut config = ClientConfig::new(text("base_url", base_url)?, token);
-            config.timeout = timeout_arg(timeout)?
+            let mut config = ClientConfig::new(text("base_url", &base_url)?, token);
+            config.timeout = timeout_arg(&timeout)?
                 .map(|t| Timeout::default().overridden_by(t))
                 .unwrap_or_default();
-            config.max_retries = retries(max_retries)?;
+            config.max_retries = retries(&max_retries)?;
             if let Some(codes) = success_codes {
                 config.success_codes = codes;
             }
-            config.default_headers = headers(default_headers)?;
+            config.default_headers = headers(&default_headers)?;
             config.retry_observer = on_retry.map(observer);
             config.proxy = proxy;
-            config.verify = verify_arg(verify)?;
+            config.verify = verify_arg(&verify)?;
             config.allow_insecure_http = allow_insecure_http;
-            let cap = integer("max_response_bytes", max_response_bytes)?;
+            config.shared_limits = shared_limits;
+            let cap = integer("max_response_bytes", &max_response_bytes)?;
             config.max_response_bytes = u64::try_from(cap)
                 .ok()
                 .filter(|cap| *cap >= 1)
@@ -163,6 +168,7 @@ impl NativeClient {
         self.client.close();
     }
 
+    #[pyo3(signature = (*, timeout, max_retries, headers_, on_retry))]
     fn with_options(
         &self,
         py: Python<'_>,
@@ -191,31 +197,11 @@ impl NativeClient {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn send(
-        &self,
-        py: Python<'_>,
-        to: &Bound<'_, PyAny>,
-        from_: &Bound<'_, PyAny>,
-        name: &Bound<'_, PyAny>,
-        parameters: &Bound<'_, PyAny>,
-        language: &Bound<'_, PyAny>,
-        raw: bool,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
-        idempotency_key: Option<String>,
-    ) -> PyResult<Py<PyAny>> {
-        let (request, key, call) = send_args(
-            to,
-            from_,
-            name,
-            parameters,
-            language,
-            timeout,
-            max_retries,
-            idempotency_key,
-        )
-        .map_err(|e| to_py(py, e))?;
+    #[pyo3(signature = (**options))]
+    fn send(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let args: SendArgs<'_> = keywords("send", SendArgs::NAMES, options)?;
+        let raw = args.raw;
+        let (request, key, call) = send_args(args).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
         match wait(py, self.client.send_request(request, key.clone(), &call)) {
             Waited::Done(result) => send_reply(py, result, raw),
@@ -231,31 +217,15 @@ impl NativeClient {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn send_async<'py>(
         &self,
         py: Python<'py>,
-        to: &Bound<'py, PyAny>,
-        from_: &Bound<'py, PyAny>,
-        name: &Bound<'py, PyAny>,
-        parameters: &Bound<'py, PyAny>,
-        language: &Bound<'py, PyAny>,
-        raw: bool,
-        timeout: &Bound<'py, PyAny>,
-        max_retries: &Bound<'py, PyAny>,
-        idempotency_key: Option<String>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (request, key, call) = send_args(
-            to,
-            from_,
-            name,
-            parameters,
-            language,
-            timeout,
-            max_retries,
-            idempotency_key,
-        )
-        .map_err(|e| to_py(py, e))?;
+        let args: SendArgs<'py> = keywords("send_async", SendArgs::NAMES, options)?;
+        let raw = args.raw;
+        let (request, key, call) = send_args(args).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         awaitable(py, async move {
             let result =
@@ -264,19 +234,18 @@ impl NativeClient {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn list(
-        &self,
-        py: Python<'_>,
-        kind: Listing,
-        page_no: &Bound<'_, PyAny>,
-        page_size: &Bound<'_, PyAny>,
-        raw: bool,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (**options))]
+    fn list(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let ListArgs {
+            kind,
+            page_no,
+            page_size,
+            raw,
+            timeout,
+            max_retries,
+        } = keywords("list", ListArgs::NAMES, options)?;
         let (page, call) =
-            list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
+            list_args(&page_no, &page_size, &timeout, &max_retries).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
         match (kind, raw) {
             (_, true) => wait(py, self.client.list_unread(kind.pager(), page, &call))
@@ -294,23 +263,26 @@ impl NativeClient {
 
     /// A stream of pages from `page_no` on, reading one page ahead; stops once `limit` items
     /// were delivered.
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn pages(
         &self,
         py: Python<'_>,
-        kind: Listing,
-        page_no: &Bound<'_, PyAny>,
-        page_size: &Bound<'_, PyAny>,
-        limit: &Bound<'_, PyAny>,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<NativePageStream> {
+        let PagesArgs {
+            kind,
+            page_no,
+            page_size,
+            limit,
+            timeout,
+            max_retries,
+        } = keywords("pages", PagesArgs::NAMES, options)?;
         let args = || -> Result<_, Error> {
-            let (page, call) = list_args(page_no, page_size, timeout, max_retries)?;
+            let (page, call) = list_args(&page_no, &page_size, &timeout, &max_retries)?;
             let limit = if limit.is_none() {
                 None
             } else {
-                let n = integer("limit", limit)?;
+                let n = integer("limit", &limit)?;
                 Some(u64::try_from(n).map_err(|_| {
                     Error::validation("limit", format!("must be 0 or more, got {n}"))
                 })?)
@@ -338,19 +310,22 @@ impl NativeClient {
         Ok(NativePageStream::new(stream))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn list_async<'py>(
         &self,
         py: Python<'py>,
-        kind: Listing,
-        page_no: &Bound<'py, PyAny>,
-        page_size: &Bound<'py, PyAny>,
-        raw: bool,
-        timeout: &Bound<'py, PyAny>,
-        max_retries: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let ListArgs {
+            kind,
+            page_no,
+            page_size,
+            raw,
+            timeout,
+            max_retries,
+        } = keywords("list_async", ListArgs::NAMES, options)?;
         let (page, call) =
-            list_args(page_no, page_size, timeout, max_retries).map_err(|e| to_py(py, e))?;
+            list_args(&page_no, &page_size, &timeout, &max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         match (kind, raw) {
             (_, true) => awaitable(py, async move {
@@ -374,23 +349,28 @@ impl NativeClient {
     }
 
     /// Starts a campaign (`send_many`); the Python driver feeds and polls the run.
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn campaign(
         &self,
         py: Python<'_>,
-        concurrency: &Bound<'_, PyAny>,
-        rate_limit: Option<f64>,
-        pace: Option<String>,
-        stop_on_error: bool,
-        dedupe: bool,
-        journal: Option<std::path::PathBuf>,
-        campaign_id: Option<String>,
-        resend_unknown: bool,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<CampaignRun> {
+        let CampaignArgs {
+            concurrency,
+            rate_limit,
+            pace,
+            stop_on_error,
+            dedupe,
+            journal,
+            campaign_id,
+            resend_unknown,
+            enforce_tier,
+            lease,
+            timeout,
+            max_retries,
+        } = keywords("campaign", CampaignArgs::NAMES, options)?;
         let options = || -> Result<crate::campaign::Options, Error> {
-            let concurrency = integer("concurrency", concurrency)?;
+            let concurrency = integer("concurrency", &concurrency)?;
             let concurrency = usize::try_from(concurrency).map_err(|_| {
                 Error::validation(
                     "concurrency",
@@ -404,12 +384,12 @@ impl NativeClient {
                 pace_auto,
                 stop_on_error,
                 dedupe,
-                journal,
+                journal: journal.map(std::path::PathBuf::from),
                 campaign_id,
                 resend_unknown,
-                enforce_tier: true,
-                lease: crate::campaign::DEFAULT_LEASE,
-                call: call_options(timeout, max_retries, None)?,
+                enforce_tier,
+                lease: lease_arg(lease)?,
+                call: call_options(&timeout, &max_retries, None)?,
             })
         };
         let options = options().map_err(|e| to_py(py, e))?;
@@ -421,18 +401,14 @@ impl NativeClient {
 
     /// A campaign's preflight: looks the senders up (one account listing), then checks what
     /// it is fed.
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn planner(
         &self,
         py: Python<'_>,
-        rate_limit: Option<f64>,
-        pace: Option<String>,
-        dedupe: bool,
-        timeout: &Bound<'_, PyAny>,
-        max_retries: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<CampaignPlanner> {
-        let (options, call) =
-            plan_args(rate_limit, pace, dedupe, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let args = keywords("planner", PlanArgs::NAMES, options)?;
+        let (options, call) = plan_args(args).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         wait(py, async move { Directory::fetch(&client, &call).await }).reply(|directory| {
             let directory = directory.map_err(|e| to_py(py, e))?;
@@ -441,18 +417,14 @@ impl NativeClient {
     }
 
     /// Awaitable `planner`.
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (**options))]
     fn planner_async<'py>(
         &self,
         py: Python<'py>,
-        rate_limit: Option<f64>,
-        pace: Option<String>,
-        dedupe: bool,
-        timeout: &Bound<'py, PyAny>,
-        max_retries: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (options, call) =
-            plan_args(rate_limit, pace, dedupe, timeout, max_retries).map_err(|e| to_py(py, e))?;
+        let args = keywords("planner_async", PlanArgs::NAMES, options)?;
+        let (options, call) = plan_args(args).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         awaitable(py, async move {
             let directory = super::runtime::catch_panics(Directory::fetch(&client, &call)).await;
@@ -520,13 +492,14 @@ fn pace_auto(pace: Option<&str>) -> Result<bool, Error> {
     }
 }
 
-fn plan_args(
-    rate_limit: Option<f64>,
-    pace: Option<String>,
-    dedupe: bool,
-    timeout: &Bound<'_, PyAny>,
-    max_retries: &Bound<'_, PyAny>,
-) -> Result<(PlanOptions, CallOptions), Error> {
+fn plan_args(args: PlanArgs<'_>) -> Result<(PlanOptions, CallOptions), Error> {
+    let PlanArgs {
+        rate_limit,
+        pace,
+        dedupe,
+        timeout,
+        max_retries,
+    } = args;
     if let Some(rate) = rate_limit {
         if !rate.is_finite() || rate <= 0.0 {
             return Err(Error::validation(
@@ -541,8 +514,23 @@ fn plan_args(
             pace_auto: pace_auto(pace.as_deref())?,
             rate_limit,
         },
-        call_options(timeout, max_retries, None)?,
+        call_options(&timeout, &max_retries, None)?,
     ))
+}
+
+/// `lease=` in seconds (`None`: the default), a positive number.
+fn lease_arg(lease: Option<f64>) -> Result<std::time::Duration, Error> {
+    let Some(seconds) = lease else {
+        return Ok(crate::campaign::DEFAULT_LEASE);
+    };
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(Error::validation(
+            "lease",
+            format!("must be a positive number of seconds, got {seconds}"),
+        ));
+    }
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| Error::validation("lease", format!("{seconds} seconds is out of range")))
 }
 
 /// Adds `note` to an exception: `add_note` (Python 3.11+, shown in tracebacks), else the
@@ -613,28 +601,29 @@ fn raw_page_reply(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn send_args(
-    to: &Bound<'_, PyAny>,
-    from_: &Bound<'_, PyAny>,
-    name: &Bound<'_, PyAny>,
-    parameters: &Bound<'_, PyAny>,
-    language: &Bound<'_, PyAny>,
-    timeout: &Bound<'_, PyAny>,
-    max_retries: &Bound<'_, PyAny>,
-    chosen_key: Option<String>,
-) -> Result<(SendRequest, String, CallOptions), Error> {
+fn send_args(args: SendArgs<'_>) -> Result<(SendRequest, String, CallOptions), Error> {
+    let SendArgs {
+        to,
+        from_,
+        name,
+        parameters,
+        language,
+        timeout,
+        max_retries,
+        idempotency_key: chosen_key,
+        ..
+    } = args;
     let message = SendMessage {
-        to: text("to", to)?,
-        from: text("from_", from_)?,
-        template_name: text("template.name", name)?,
-        parameters: convert::py_to_value("template.parameters", parameters)?,
-        language: text("template.language", language)?,
+        to: text("to", &to)?,
+        from: text("from_", &from_)?,
+        template_name: text("template.name", &name)?,
+        parameters: convert::py_to_value("template.parameters", &parameters)?,
+        language: text("template.language", &language)?,
     };
     // Validated here, once, on the caller's thread, so a bad argument raises at the call.
     let request = message.validate()?;
     let key = idempotency_key(chosen_key.as_deref())?;
-    let call = call_options(timeout, max_retries, None)?;
+    let call = call_options(&timeout, &max_retries, None)?;
     Ok((request, key, call))
 }
 

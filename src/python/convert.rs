@@ -489,7 +489,7 @@ pub(crate) fn page<'py, T: PyItem>(
 /// (`"BusinessAccount"` or `"BusinessPhoneNumber"`); `fallbacks` are its `(current, size)`
 /// when the object leaves them out.
 #[pyfunction]
-#[pyo3(signature = (kind, json, item_kind=None, fallbacks=None))]
+#[pyo3(signature = (*, kind, json, item_kind=None, fallbacks=None))]
 pub(crate) fn model_from_json<'py>(
     py: Python<'py>,
     kind: &str,

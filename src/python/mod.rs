@@ -7,6 +7,7 @@ mod client;
 mod completion;
 mod convert;
 mod errors;
+mod keywords;
 mod message;
 mod pages;
 mod runtime;
@@ -25,6 +26,7 @@ static LOG_RESET: std::sync::OnceLock<pyo3_log::ResetHandle> = std::sync::OnceLo
 
 /// `Page.has_next_page()`: the same rule the page stream follows.
 #[pyfunction]
+#[pyo3(signature = (*, current, size, items, pages, total))]
 fn has_next_page(
     current: i64,
     size: i64,

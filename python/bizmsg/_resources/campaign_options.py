@@ -51,6 +51,8 @@ class CampaignOptions(PlanOptions, total=False):
     journal: str | os.PathLike[str] | None
     campaign_id: str | None
     resend_unknown: bool
+    enforce_tier: bool
+    lease: float | None
 
 
 #: The default of every keyword, in the order signatures list them.
@@ -65,6 +67,8 @@ DEFAULTS: CampaignOptions = {
     "campaign_id": None,
     "dedupe": True,
     "resend_unknown": False,
+    "enforce_tier": True,
+    "lease": None,
     "timeout": None,
     "max_retries": None,
 }
@@ -96,7 +100,8 @@ def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> 
         pace=_optional_text("pace", options["pace"]), stop_on_error=options["stop_on_error"],
         dedupe=options["dedupe"], journal=_journal_path(options["journal"]),
         campaign_id=_optional_text("campaign_id", options["campaign_id"]),
-        resend_unknown=options["resend_unknown"], timeout=call_timeout(options["timeout"]),
+        resend_unknown=options["resend_unknown"], enforce_tier=options["enforce_tier"],
+        lease=_seconds("lease", options["lease"]), timeout=call_timeout(options["timeout"]),
         max_retries=options["max_retries"],
     )
 
@@ -133,6 +138,16 @@ def _optional_text(field: str, value: object) -> str | None:
         return value
     raise ValidationError(f"invalid {field}: must be a string, got {type(value).__name__} "
                           f"{value!r}", field=field)
+
+
+def _seconds(field: str, value: object) -> float | None:
+    # A number, not whatever float() accepts.
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"invalid {field}: must be a number of seconds, got "
+                              f"{type(value).__name__} {value!r}", field=field)
+    return float(value)
 
 
 def _journal_path(journal: object) -> str | None:
