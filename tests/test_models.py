@@ -517,3 +517,13 @@ def test_a_page_whose_size_came_from_the_request_survives_pickling(sandbox: Sand
     copy = pickle.loads(pickle.dumps(page))
     assert copy == page and copy.size == 5
     assert copy.to_dict() == {"data": [{"phoneNumberId": "p1"}], "total": 1}
+
+
+@pytest.mark.parametrize("model", [bizmsg.SendResult, bizmsg.BusinessPhoneNumber,
+                                   bizmsg.BusinessAccount])
+def test_each_model_has_the_fields_of_its_one_table(model: type[Any]) -> None:
+    """A model's fields are listed once, in Rust (``wire_model!``); the dataclass declares the
+    same fields, in the same order, and reads its wire names from that table."""
+    table = bizmsg._native.model_fields(model.__name__)
+    assert [f.name for f in dataclasses.fields(model)] == [name for name, _ in table]
+    assert model._WIRE_NAMES == tuple(table)

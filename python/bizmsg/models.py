@@ -90,7 +90,9 @@ class SendResult(Model):
     code: str | int | None
     msg: str | None
 
-    _WIRE_NAMES = (("sms_id", "smsId"), ("status", "status"), ("code", "code"), ("msg", "msg"))
+    # The wire names come from the model's one field table, in Rust (src/wire/send.rs);
+    # tests/test_models.py holds the fields above to it.
+    _WIRE_NAMES = tuple(_native.model_fields("SendResult"))
     _KIND = "SendResult"
 
     @property
@@ -121,19 +123,7 @@ class BusinessPhoneNumber(Model):
     create_time: datetime | None
     update_time: datetime | None
 
-    _WIRE_NAMES = (
-        ("biz_account_id", "bizAccountId"),
-        ("phone_number_id", "phoneNumberId"),
-        ("display_phone_number", "displayPhoneNumber"),
-        ("verified_name", "verifiedName"),
-        ("status", "status"),
-        ("quality_rating", "qualityRating"),
-        ("code_verification_status", "codeVerificationStatus"),
-        ("throughput", "throughput"),
-        ("messaging_limit_tier", "messagingLimitTier"),
-        ("create_time", "createTime"),
-        ("update_time", "updateTime"),
-    )
+    _WIRE_NAMES = tuple(_native.model_fields("BusinessPhoneNumber"))
     _KIND = "BusinessPhoneNumber"
 
 
@@ -151,15 +141,5 @@ class BusinessAccount(Model):
     create_time: datetime | None
     update_time: datetime | None
 
-    _WIRE_NAMES = (
-        ("biz_account_id", "bizAccountId"),
-        ("name", "name"),
-        ("status", "status"),
-        ("business_verification_status", "businessVerificationStatus"),
-        ("account_review_status", "accountReviewStatus"),
-        ("chat_business_manager_messaging_limit", "chatBusinessManagerMessagingLimit"),
-        ("business_phone_numbers", "businessPhoneNumbers"),
-        ("create_time", "createTime"),
-        ("update_time", "updateTime"),
-    )
+    _WIRE_NAMES = tuple(_native.model_fields("BusinessAccount"))
     _KIND = "BusinessAccount"
