@@ -15,6 +15,8 @@ pub mod limits;
 pub mod masking;
 pub mod process;
 pub mod sandbox;
+#[cfg(test)]
+mod test_servers;
 pub mod validate;
 pub mod wire;
 

@@ -21,7 +21,8 @@ use tokio::sync::{mpsc, watch};
 use super::admit::{Admission, Admitted, AfterLostClaim, Identified};
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
 use super::journal::{
-    row_of, Claim, Claimed, Identity, JournalStore, Journaling, Row, SqliteJournal,
+    row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
+    Row, SqliteJournal,
 };
 use super::keys::KeySource;
 use super::message::Input;
@@ -119,7 +120,7 @@ impl<P: Send + 'static> Engine<P> {
         control: Arc<Control>,
     ) -> Result<Self> {
         let journal: Option<Arc<dyn JournalStore>> = match &options.journal {
-            Some(path) => {
+            Some(JournalTarget::File(path)) => {
                 let path = path.clone();
                 let id = options.campaign_id.clone();
                 let lease = options.lease;
@@ -129,6 +130,12 @@ impl<P: Send + 'static> Engine<P> {
                 .await
                 .map_err(|e| Error::Internal(format!("the journal could not be opened: {e}")))??;
                 Some(Arc::new(opened))
+            }
+            Some(JournalTarget::Postgres(url)) => {
+                let id = options.campaign_id.clone().unwrap_or_default();
+                Some(Arc::new(
+                    PostgresJournal::open(url, &id, options.lease).await?,
+                ))
             }
             None => None,
         };

@@ -8,13 +8,13 @@
 //! never read further ahead than the queue needs (a generator of a million messages is never
 //! materialized).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::journal::JournalTarget;
 use super::message::Input;
 use super::outcome::Outcome;
 use crate::client::{CallOptions, Client};
@@ -28,7 +28,7 @@ pub struct Options {
     pub pace_auto: bool,
     pub stop_on_error: bool,
     pub dedupe: bool,
-    pub journal: Option<PathBuf>,
+    pub journal: Option<JournalTarget>,
     pub campaign_id: Option<String>,
     /// Re-send messages left in doubt by an earlier run (same key) instead of listing them.
     pub resend_unknown: bool,
@@ -81,6 +81,14 @@ impl Options {
             if id.trim().is_empty() {
                 return Err(Error::validation("campaign_id", "must not be empty"));
             }
+        }
+        if self.journal.as_ref().is_some_and(JournalTarget::is_shared) && self.campaign_id.is_none()
+        {
+            return Err(Error::validation(
+                "campaign_id",
+                "a shared journal (postgresql://) holds many campaigns: name this one with \
+                 campaign_id=",
+            ));
         }
         let deadline = self
             .call

@@ -28,7 +28,10 @@ mod senders;
 mod tests;
 
 pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
-pub use journal::{Claim, Claimed, Identity, JournalStore, Row, SqliteJournal, State};
+pub use journal::{
+    Claim, Claimed, Identity, JournalStore, JournalTarget, PostgresJournal, Row, SqliteJournal,
+    State,
+};
 pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};

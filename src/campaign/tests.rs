@@ -191,7 +191,7 @@ async fn a_rerun_with_the_journal_sends_nothing_twice() {
     let dir = std::env::temp_dir().join(format!("bizmsg-engine-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let options = Options {
-        journal: Some(dir.join("c.db")),
+        journal: Some(crate::campaign::JournalTarget::File(dir.join("c.db"))),
         ..Options::default()
     };
     let same = message("8613800138000", &sender);

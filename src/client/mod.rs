@@ -27,6 +27,7 @@ pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFA
 pub use gate::Gate;
 pub use meta::{Meta, Response};
 pub use retry::{Backoff, RetryObserver};
+pub(crate) use tls::config as tls_config;
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 

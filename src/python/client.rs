@@ -384,7 +384,10 @@ impl NativeClient {
                 pace_auto,
                 stop_on_error,
                 dedupe,
-                journal: journal.map(std::path::PathBuf::from),
+                journal: journal
+                    .as_deref()
+                    .map(crate::campaign::JournalTarget::parse)
+                    .transpose()?,
                 campaign_id,
                 resend_unknown,
                 enforce_tier,

@@ -22,17 +22,60 @@
 //! or `postgres.rs` (any number of campaigns, shared by processes on many hosts). This file
 //! also maps outcomes to records and back.
 
+mod postgres;
 mod run_lock;
 mod sqlite;
 
 use futures::future::BoxFuture;
 
+pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;
 
 use super::message::Fingerprint;
 use super::outcome::{Outcome, Status};
 use crate::error::Result;
 use crate::wire::{RawJson, Scalar, SendResult};
+
+/// Where a campaign's journal is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JournalTarget {
+    /// An SQLite file (the embedded journal: one campaign, one host).
+    File(std::path::PathBuf),
+    /// A PostgreSQL database (`postgresql://...`): shared by every process of any number of
+    /// campaigns.
+    Postgres(String),
+}
+
+impl JournalTarget {
+    /// `journal=` as given: a `postgres://` or `postgresql://` URL, else a file path. Another
+    /// scheme is refused (a path never has one).
+    pub fn parse(journal: &str) -> crate::Result<Self> {
+        if is_postgres_url(journal) {
+            return Ok(JournalTarget::Postgres(journal.trim().to_owned()));
+        }
+        if let Some((scheme, _)) = journal.split_once("://") {
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            {
+                return Err(crate::Error::validation(
+                    "journal",
+                    format!(
+                        "{}: the scheme {scheme:?} is not a journal; use a file path or a \
+                         postgresql:// URL",
+                        crate::limits::redact_url(journal)
+                    ),
+                ));
+            }
+        }
+        Ok(JournalTarget::File(journal.into()))
+    }
+
+    pub fn is_shared(&self) -> bool {
+        matches!(self, JournalTarget::Postgres(_))
+    }
+}
 
 /// A message as the journal knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

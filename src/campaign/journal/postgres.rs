@@ -1,0 +1,928 @@
+//! The shared journal: PostgreSQL, for campaigns run by many processes on many hosts (Celery
+//! workers, web workers, cron jobs). One database holds any number of campaigns, each known by
+//! its `campaign_id`; its schema (`bizmsg`) is made on first use, under a lock so that processes
+//! starting together do not race, and versioned.
+//!
+//! A run holds a session advisory lock for its life (taken before it records itself): the
+//! server drops it when the run's connection ends, however the process ended, so another
+//! process sees at once (`bizmsg.run_alive`, which reads `pg_locks`) that a run is gone and its
+//! claims are in doubt. A heartbeat within the lease is the fallback (a host that vanished
+//! leaves a half-open session until TCP gives up: keepalives shorten that). A run that loses
+//! its own session stops: it never reconnects and carries on, since its claims may meanwhile
+//! have been taken for a dead run's.
+//!
+//! One task owns the connection; every command that arrives while it works joins the next
+//! transaction. Claims (the `dispatched` marks) are committed synchronously before anything is
+//! sent; results may be committed asynchronously (`synchronous_commit = off`): a result lost in
+//! a crash of the server leaves its message `dispatched`, in doubt, the safe reading.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, Transaction};
+use uuid::Uuid;
+
+use super::{Claim, Claimed, Identity, JournalStore, Row, State};
+use crate::campaign::message::Fingerprint;
+use crate::client::{tls_config, Verify};
+use crate::error::{Error, Result};
+
+/// The version of the `bizmsg` schema this code reads and writes.
+const SCHEMA_VERSION: i32 = 1;
+/// The advisory lock (transaction-level) that makes creating or changing the schema one step
+/// for all processes: a constant of bizmsg's own ("bizmsg" in ASCII).
+const SCHEMA_LOCK: i64 = 0x0000_6269_7a6d_7367;
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS bizmsg.campaigns (
+        id bigserial PRIMARY KEY,
+        name text NOT NULL UNIQUE,
+        created_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE IF NOT EXISTS bizmsg.runs (
+        id uuid PRIMARY KEY,
+        campaign bigint NOT NULL REFERENCES bizmsg.campaigns (id),
+        lock_key bigint NOT NULL UNIQUE,
+        state text NOT NULL DEFAULT 'running',
+        host text,
+        pid integer,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now(),
+        ended_at timestamptz
+    );
+    CREATE TABLE IF NOT EXISTS bizmsg.messages (
+        campaign bigint NOT NULL REFERENCES bizmsg.campaigns (id),
+        fingerprint uuid NOT NULL,
+        occurrence integer NOT NULL,
+        idempotency_key text,
+        state text NOT NULL,
+        run_id uuid,
+        inherited_doubt boolean NOT NULL DEFAULT false,
+        sms_id text,
+        code text,
+        msg text,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (campaign, fingerprint, occurrence)
+    );
+    -- Whether a run is alive: recorded running, its session's advisory lock held, and a
+    -- heartbeat within the lease. (A bigint advisory lock shows in pg_locks as its high and
+    -- low 32 bits, objsubid 1.)
+    CREATE OR REPLACE FUNCTION bizmsg.run_alive(run uuid, lease_seconds double precision)
+    RETURNS boolean LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (
+            SELECT 1 FROM bizmsg.runs r
+            WHERE r.id = run AND r.state = 'running'
+              AND r.heartbeat_at > now() - make_interval(secs => lease_seconds)
+              AND EXISTS (
+                  SELECT 1 FROM pg_locks l
+                  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                    AND l.database = (SELECT oid FROM pg_database
+                                      WHERE datname = current_database())
+                    AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid
+                    AND l.objid = (r.lock_key & 4294967295)::oid))
+    $$;";
+
+enum Command {
+    Lookup {
+        identities: Vec<Identity>,
+        reply: oneshot::Sender<Result<Vec<Row>>>,
+    },
+    Claim {
+        claims: Vec<Claim>,
+        reply: oneshot::Sender<Result<Vec<Claimed>>>,
+    },
+    Write {
+        rows: Vec<Row>,
+        reply: Option<oneshot::Sender<Result<()>>>,
+    },
+}
+
+pub struct PostgresJournal {
+    commands: mpsc::UnboundedSender<Command>,
+    campaign_id: String,
+    /// The database as errors name it (no password).
+    name: Arc<str>,
+}
+
+/// Where the journal is: the connection settings, and how TLS is checked (`sslmode`).
+struct Target {
+    config: Config,
+    verify: Verify,
+    name: String,
+}
+
+/// Whether `journal` names a PostgreSQL database rather than a file.
+pub fn is_postgres_url(journal: &str) -> bool {
+    let lower = journal.trim_start().to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+impl Target {
+    /// `postgresql://user:password@host:port/db?sslmode=...&sslrootcert=...` (also
+    /// `postgres://`). `sslmode` has libpq's meanings: `disable`; `allow` and `prefer` (TLS
+    /// when the server offers it, the certificate not checked); `require` (TLS, not checked);
+    /// `verify-ca` and `verify-full` (TLS, checked against the system's roots or
+    /// `sslrootcert`, host name included: bizmsg does not skip the host check for
+    /// `verify-ca`).
+    fn parse(url: &str) -> Result<Target> {
+        let name = crate::limits::redact_url(url);
+        let refuse = |why: String| Error::validation("journal", format!("{name}: {why}"));
+        let mut parsed = url::Url::parse(url.trim()).map_err(|e| refuse(e.to_string()))?;
+        let mut sslmode = None;
+        let mut rootcert = None;
+        let mut kept: Vec<(String, String)> = Vec::new();
+        for (key, value) in parsed.query_pairs() {
+            match key.as_ref() {
+                "sslmode" => sslmode = Some(value.into_owned()),
+                "sslrootcert" => rootcert = Some(value.into_owned()),
+                _ => kept.push((key.into_owned(), value.into_owned())),
+            }
+        }
+        if kept.is_empty() {
+            parsed.set_query(None);
+        } else {
+            parsed.query_pairs_mut().clear().extend_pairs(kept);
+        }
+        let mut config: Config = parsed
+            .as_str()
+            .parse()
+            .map_err(|e: tokio_postgres::Error| refuse(e.to_string()))?;
+        let (mode, verify) = match sslmode.as_deref().unwrap_or("prefer") {
+            "disable" => (SslMode::Disable, Verify::Disabled),
+            "allow" | "prefer" => (SslMode::Prefer, Verify::Disabled),
+            "require" => (SslMode::Require, Verify::Disabled),
+            "verify-ca" | "verify-full" => (
+                SslMode::Require,
+                match &rootcert {
+                    Some(path) => Verify::CaBundle(path.into()),
+                    None => Verify::Default,
+                },
+            ),
+            other => {
+                return Err(refuse(format!(
+                    "sslmode={other:?} is not one of disable, allow, prefer, require, \
+                     verify-ca, verify-full"
+                )))
+            }
+        };
+        if config.get_dbname().is_none() {
+            return Err(refuse("names no database".to_owned()));
+        }
+        config
+            .ssl_mode(mode)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .application_name("bizmsg");
+        Ok(Target {
+            config,
+            verify,
+            name,
+        })
+    }
+}
+
+impl PostgresJournal {
+    /// Connects, makes or checks the schema, and starts a run of `campaign_id` whose claims
+    /// stand for `lease` without a sign of life. Must run on a runtime that keeps running (the
+    /// connection's task is spawned on it): a campaign's.
+    pub async fn open(url: &str, campaign_id: &str, lease: Duration) -> Result<PostgresJournal> {
+        let target = Target::parse(url)?;
+        let name: Arc<str> = Arc::from(target.name.as_str());
+        let failed = |what: &str, error: &dyn std::fmt::Display| {
+            Error::SharedState(format!("journal {name}: {what}: {error}"))
+        };
+        let tls = tls_config(&target.verify, &[]).map_err(|e| failed("TLS", &e))?;
+        let (mut client, connection) = target
+            .config
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
+            .await
+            .map_err(|e| failed("cannot connect", &e))?;
+        let connection_name = Arc::clone(&name);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                log::error!(target: "bizmsg", "campaign journal {connection_name}: the connection ended: {error}");
+            }
+        });
+        let campaign = prepare(&mut client, campaign_id)
+            .await
+            .map_err(|e| failed("cannot prepare the schema", &e))?;
+        let run = Uuid::new_v4();
+        let lock_key = i64::from_le_bytes(fastrand::u64(..).to_le_bytes());
+        // The lock first: a recorded run always holds it while alive.
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&lock_key])
+            .await
+            .map_err(|e| failed("cannot lock this run", &e))?;
+        client
+            .execute(
+                "INSERT INTO bizmsg.runs (id, campaign, lock_key, host, pid) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &run,
+                    &campaign,
+                    &lock_key,
+                    &super::sqlite::host(),
+                    &i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+                ],
+            )
+            .await
+            .map_err(|e| failed("cannot record this run", &e))?;
+        let (commands, received) = mpsc::unbounded_channel();
+        let writer = Writer {
+            client,
+            campaign,
+            run,
+            lease: lease.as_secs_f64(),
+            name: Arc::clone(&name),
+        };
+        tokio::spawn(writer.serve(received, lease));
+        Ok(PostgresJournal {
+            commands,
+            campaign_id: campaign_id.to_owned(),
+            name,
+        })
+    }
+
+    fn send(&self, command: Command) -> Result<()> {
+        self.commands.send(command).map_err(|_| self.stopped())
+    }
+
+    fn stopped(&self) -> Error {
+        Error::SharedState(format!("journal {}: its connection has ended", self.name))
+    }
+}
+
+/// Makes the schema on first use (or checks its version) and the campaign's row; returns the
+/// campaign's id.
+async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<i64, Error> {
+    let sql = |e: tokio_postgres::Error| Error::Campaign(e.to_string());
+    let transaction = client.transaction().await.map_err(sql)?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await
+        .map_err(sql)?;
+    transaction
+        .batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS bizmsg;
+             CREATE TABLE IF NOT EXISTS bizmsg.meta (name text PRIMARY KEY, value text NOT NULL);",
+        )
+        .await
+        .map_err(sql)?;
+    let version = transaction
+        .query_opt(
+            "SELECT value FROM bizmsg.meta WHERE name = 'schema_version'",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+        .map(|row| row.get::<_, String>(0));
+    match version.as_deref().map(str::parse::<i32>) {
+        None => {
+            transaction.batch_execute(SCHEMA).await.map_err(sql)?;
+            transaction
+                .execute(
+                    "INSERT INTO bizmsg.meta (name, value) VALUES ('schema_version', $1)",
+                    &[&SCHEMA_VERSION.to_string()],
+                )
+                .await
+                .map_err(sql)?;
+        }
+        Some(Ok(SCHEMA_VERSION)) => {}
+        Some(other) => {
+            return Err(Error::Campaign(format!(
+                "the bizmsg schema there is version {}, this bizmsg reads {SCHEMA_VERSION}: \
+                 use the bizmsg version that made it",
+                other.map_or_else(|_| version.clone().unwrap_or_default(), |v| v.to_string())
+            )))
+        }
+    }
+    transaction
+        .execute(
+            "INSERT INTO bizmsg.campaigns (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+            &[&campaign_id],
+        )
+        .await
+        .map_err(sql)?;
+    let id: i64 = transaction
+        .query_one(
+            "SELECT id FROM bizmsg.campaigns WHERE name = $1",
+            &[&campaign_id],
+        )
+        .await
+        .map_err(sql)?
+        .get(0);
+    transaction.commit().await.map_err(sql)?;
+    Ok(id)
+}
+
+impl JournalStore for PostgresJournal {
+    fn campaign_id(&self) -> &str {
+        &self.campaign_id
+    }
+
+    fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Lookup { identities, reply })?;
+            answer.await.map_err(|_| self.stopped())?
+        })
+    }
+
+    fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Claim { claims, reply })?;
+            answer.await.map_err(|_| self.stopped())?
+        })
+    }
+
+    fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Write {
+                rows,
+                reply: Some(reply),
+            })?;
+            answer.await.map_err(|_| self.stopped())?
+        })
+    }
+
+    fn write(&self, rows: Vec<Row>) -> Result<()> {
+        self.send(Command::Write { rows, reply: None })
+    }
+}
+
+/// The task that owns the connection.
+struct Writer {
+    client: Client,
+    campaign: i64,
+    run: Uuid,
+    /// The lease, in seconds (what `bizmsg.run_alive` takes).
+    lease: f64,
+    name: Arc<str>,
+}
+
+/// Tells a waiting caller how its command's transaction went.
+type Reply = Box<dyn FnOnce(Option<&Error>) + Send>;
+
+impl Writer {
+    async fn serve(mut self, mut commands: mpsc::UnboundedReceiver<Command>, lease: Duration) {
+        let mut beat = tokio::time::interval((lease / 3).max(Duration::from_secs(1)));
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first failure ends the run: every later command gets it.
+        let mut failure: Option<Error> = None;
+        loop {
+            let first = tokio::select! {
+                command = commands.recv() => match command {
+                    Some(command) => command,
+                    None => break,
+                },
+                _ = beat.tick() => {
+                    if failure.is_none() {
+                        if let Err(error) = self.heartbeat().await {
+                            failure = Some(error);
+                        }
+                    }
+                    continue;
+                }
+            };
+            let mut batch = vec![first];
+            while let Ok(more) = commands.try_recv() {
+                batch.push(more);
+            }
+            let mut replies: Vec<Reply> = Vec::new();
+            if failure.is_none() {
+                if let Err(error) = self.run_batch(batch, &mut replies).await {
+                    log::error!(target: "bizmsg", "campaign journal {}: {error}", self.name);
+                    failure = Some(error);
+                }
+            } else {
+                for command in batch {
+                    replies.push(answer_only(command));
+                }
+            }
+            for reply in replies {
+                reply(failure.as_ref());
+            }
+        }
+        if failure.is_none() {
+            // The run ends; closing the connection (when this task ends) releases its lock.
+            let _ = self
+                .client
+                .execute(
+                    "UPDATE bizmsg.runs SET state = 'ended', ended_at = now() WHERE id = $1",
+                    &[&self.run],
+                )
+                .await;
+        }
+    }
+
+    async fn heartbeat(&self) -> Result<()> {
+        self.client
+            .execute(
+                "UPDATE bizmsg.runs SET heartbeat_at = now() WHERE id = $1",
+                &[&self.run],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| self.failed(&e))
+    }
+
+    fn failed(&self, error: &tokio_postgres::Error) -> Error {
+        Error::SharedState(format!("journal {}: {error}", self.name))
+    }
+
+    async fn run_batch(&mut self, batch: Vec<Command>, replies: &mut Vec<Reply>) -> Result<()> {
+        // A claim or a durable write waits for the commit to be on disk; results alone may be
+        // committed asynchronously.
+        let durable = batch.iter().any(|command| {
+            matches!(
+                command,
+                Command::Claim { .. } | Command::Write { reply: Some(_), .. }
+            )
+        });
+        let (campaign, run, lease, name) =
+            (self.campaign, self.run, self.lease, Arc::clone(&self.name));
+        let fail = |e: tokio_postgres::Error| Error::SharedState(format!("journal {name}: {e}"));
+        let transaction = self.client.transaction().await.map_err(fail)?;
+        if !durable {
+            transaction
+                .batch_execute("SET LOCAL synchronous_commit = off")
+                .await
+                .map_err(fail)?;
+        }
+        // A run taken for dead (its lock found gone, its lease past) stops: its claims may be
+        // another run's by now.
+        let alive: bool = transaction
+            .query_one(
+                "UPDATE bizmsg.runs SET heartbeat_at = now() WHERE id = $1 \
+                 RETURNING state = 'running'",
+                &[&run],
+            )
+            .await
+            .map_err(fail)?
+            .get(0);
+        if !alive {
+            return Err(Error::SharedState(format!(
+                "journal {name}: this run was taken for a dead one (its lease passed): it stops"
+            )));
+        }
+        let mut writes: Vec<Row> = Vec::new();
+        for command in batch {
+            match command {
+                Command::Lookup { identities, reply } => {
+                    let rows = lookup(&transaction, campaign, run, lease, &identities)
+                        .await
+                        .map_err(fail)?;
+                    replies.push(Box::new(move |failure| {
+                        let _ = reply.send(match failure {
+                            None => Ok(rows),
+                            Some(failure) => Err(failure.clone()),
+                        });
+                    }));
+                }
+                Command::Claim { claims, reply } => {
+                    // Earlier writes of the batch first: the order the engine gave.
+                    write(&transaction, campaign, run, std::mem::take(&mut writes))
+                        .await
+                        .map_err(fail)?;
+                    let claimed = claim(&transaction, campaign, run, lease, &claims)
+                        .await
+                        .map_err(fail)?;
+                    replies.push(Box::new(move |failure| {
+                        let _ = reply.send(match failure {
+                            None => Ok(claimed),
+                            Some(failure) => Err(failure.clone()),
+                        });
+                    }));
+                }
+                Command::Write { rows, reply } => {
+                    writes.extend(rows);
+                    if let Some(reply) = reply {
+                        replies.push(Box::new(move |failure| {
+                            let _ = reply.send(match failure {
+                                None => Ok(()),
+                                Some(failure) => Err(failure.clone()),
+                            });
+                        }));
+                    }
+                }
+            }
+        }
+        write(&transaction, campaign, run, writes)
+            .await
+            .map_err(fail)?;
+        transaction.commit().await.map_err(fail)
+    }
+}
+
+/// The reply of a command that was not run (the journal failed earlier).
+fn answer_only(command: Command) -> Reply {
+    match command {
+        Command::Lookup { reply, .. } => Box::new(move |failure| {
+            let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
+        }),
+        Command::Claim { reply, .. } => Box::new(move |failure| {
+            let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
+        }),
+        Command::Write { reply, .. } => Box::new(move |failure| {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
+            }
+        }),
+    }
+}
+
+fn ended() -> Error {
+    Error::SharedState("journal: its connection has ended".to_owned())
+}
+
+fn uuid_of(fingerprint: Fingerprint) -> Uuid {
+    Uuid::from_u128(fingerprint.0)
+}
+
+fn occurrence_of(identity: Identity) -> i32 {
+    i32::try_from(identity.occurrence).unwrap_or(i32::MAX)
+}
+
+/// The records of `identities`, with whether a live run of another process holds each.
+async fn lookup(
+    transaction: &Transaction<'_>,
+    campaign: i64,
+    run: Uuid,
+    lease: f64,
+    identities: &[Identity],
+) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+    if identities.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fingerprints: Vec<Uuid> = identities.iter().map(|i| uuid_of(i.fingerprint)).collect();
+    let occurrences: Vec<i32> = identities.iter().map(|i| occurrence_of(*i)).collect();
+    let found = transaction
+        .query(
+            "SELECT m.fingerprint, m.occurrence, m.idempotency_key, m.state, m.sms_id, m.code,
+                    m.msg,
+                    m.state IN ('dispatched', 'unknown') AND m.run_id IS DISTINCT FROM $3
+                        AND bizmsg.run_alive(m.run_id, $4)
+             FROM bizmsg.messages m
+             JOIN unnest($2::uuid[], $5::int4[]) AS i (f, o)
+               ON m.fingerprint = i.f AND m.occurrence = i.o
+             WHERE m.campaign = $1",
+            &[&campaign, &fingerprints, &run, &lease, &occurrences],
+        )
+        .await?;
+    Ok(found.iter().map(row_from).collect())
+}
+
+fn row_from(found: &tokio_postgres::Row) -> Row {
+    let fingerprint: Uuid = found.get(0);
+    let occurrence: i32 = found.get(1);
+    let state: String = found.get(3);
+    Row {
+        identity: Identity {
+            fingerprint: Fingerprint(fingerprint.as_u128()),
+            occurrence: u32::try_from(occurrence).unwrap_or_default(),
+        },
+        key: found.get(2),
+        // An unreadable state is taken for in doubt, the safe reading.
+        state: State::parse(&state).unwrap_or(State::Dispatched),
+        sms_id: found.get(4),
+        code: found.get(5),
+        msg: found.get(6),
+        clears_doubt: false,
+        held_elsewhere: found.get::<_, Option<bool>>(7).unwrap_or(false),
+    }
+}
+
+/// Claims in one statement: a message is won when it has no record (inserted), a record of
+/// this run, one that says it was never sent, or (taken over) one in doubt whose run is gone;
+/// the statement returns what it won. Sorted, so that concurrent claims of overlapping
+/// messages lock them in one order and never deadlock.
+async fn claim(
+    transaction: &Transaction<'_>,
+    campaign: i64,
+    run: Uuid,
+    lease: f64,
+    claims: &[Claim],
+) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fingerprints: Vec<Uuid> = claims
+        .iter()
+        .map(|c| uuid_of(c.identity.fingerprint))
+        .collect();
+    let occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
+    let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
+    let take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    let won_rows = transaction
+        .query(
+            // `inherited_doubt` of the inserted tuple carries the claim's take-over wish into
+            // the conflict arm; a row actually taken over keeps its key and its doubt.
+            "INSERT INTO bizmsg.messages AS m
+                 (campaign, fingerprint, occurrence, idempotency_key, state, run_id,
+                  inherited_doubt)
+             SELECT $1, i.f, i.o, i.k, 'dispatched', $2, i.t
+             FROM unnest($3::uuid[], $4::int4[], $5::text[], $6::bool[]) AS i (f, o, k, t)
+             ORDER BY i.f, i.o
+             ON CONFLICT (campaign, fingerprint, occurrence) DO UPDATE
+             SET state = 'dispatched', run_id = excluded.run_id,
+                 inherited_doubt = (m.state IN ('dispatched', 'unknown')
+                                    AND m.run_id IS DISTINCT FROM excluded.run_id),
+                 idempotency_key = CASE WHEN m.state IN ('dispatched', 'unknown')
+                                        THEN m.idempotency_key
+                                        ELSE excluded.idempotency_key END,
+                 sms_id = NULL, code = NULL, msg = NULL, updated_at = now()
+             WHERE m.run_id IS NOT DISTINCT FROM excluded.run_id
+                OR m.state IN ('failed', 'skipped')
+                OR (excluded.inherited_doubt AND m.state IN ('dispatched', 'unknown')
+                    AND NOT bizmsg.run_alive(m.run_id, $7))
+             RETURNING m.fingerprint, m.occurrence",
+            &[
+                &campaign,
+                &run,
+                &fingerprints,
+                &occurrences,
+                &keys,
+                &take_over,
+                &lease,
+            ],
+        )
+        .await?;
+    let won: HashSet<(Uuid, i32)> = won_rows
+        .iter()
+        .map(|row| (row.get::<_, Uuid>(0), row.get::<_, i32>(1)))
+        .collect();
+    let lost: Vec<Identity> = claims
+        .iter()
+        .map(|c| c.identity)
+        .filter(|i| !won.contains(&(uuid_of(i.fingerprint), occurrence_of(*i))))
+        .collect();
+    let mut records: HashMap<Identity, Row> = lookup(transaction, campaign, run, lease, &lost)
+        .await?
+        .into_iter()
+        .map(|row| (row.identity, row))
+        .collect();
+    Ok(claims
+        .iter()
+        .map(|claim| {
+            if won.contains(&(
+                uuid_of(claim.identity.fingerprint),
+                occurrence_of(claim.identity),
+            )) {
+                Claimed::Won
+            } else {
+                // A record that vanished meanwhile cannot be (records are never deleted): it
+                // is reported as held elsewhere, the safe reading.
+                Claimed::Lost(records.remove(&claim.identity).unwrap_or_else(|| {
+                    let mut row = Row::new(claim.identity, State::Dispatched, None);
+                    row.held_elsewhere = true;
+                    row
+                }))
+            }
+        })
+        .collect())
+}
+
+/// Writes the records of messages this run holds (the last write of each message in the
+/// batch: it supersedes the earlier ones), never losing a result or a doubt.
+async fn write(
+    transaction: &Transaction<'_>,
+    campaign: i64,
+    run: Uuid,
+    rows: Vec<Row>,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut last: HashMap<Identity, Row> = HashMap::with_capacity(rows.len());
+    for row in rows {
+        last.insert(row.identity, row);
+    }
+    let rows: Vec<Row> = last.into_values().collect();
+    let fingerprints: Vec<Uuid> = rows
+        .iter()
+        .map(|r| uuid_of(r.identity.fingerprint))
+        .collect();
+    let occurrences: Vec<i32> = rows.iter().map(|r| occurrence_of(r.identity)).collect();
+    let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
+    let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+    let sms_ids: Vec<Option<&str>> = rows.iter().map(|r| r.sms_id.as_deref()).collect();
+    let codes: Vec<Option<&str>> = rows.iter().map(|r| r.code.as_deref()).collect();
+    let msgs: Vec<Option<&str>> = rows.iter().map(|r| r.msg.as_deref()).collect();
+    let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
+    let parameters: [&(dyn ToSql + Sync); 10] = [
+        &campaign,
+        &run,
+        &fingerprints,
+        &occurrences,
+        &states,
+        &keys,
+        &sms_ids,
+        &codes,
+        &msgs,
+        &clears,
+    ];
+    transaction
+        .execute(
+            "UPDATE bizmsg.messages AS m
+             SET state = u.s, idempotency_key = coalesce(u.k, m.idempotency_key),
+                 sms_id = u.sms, code = u.code, msg = u.msg, updated_at = now()
+             FROM unnest($3::uuid[], $4::int4[], $5::text[], $6::text[], $7::text[],
+                         $8::text[], $9::text[], $10::bool[])
+                  AS u (f, o, s, k, sms, code, msg, clears)
+             WHERE m.campaign = $1 AND m.fingerprint = u.f AND m.occurrence = u.o
+               AND m.run_id = $2 AND m.state NOT IN ('sent', 'rejected')
+               AND NOT (m.state IN ('dispatched', 'unknown') AND u.s IN ('failed', 'skipped')
+                        AND (m.inherited_doubt OR NOT u.clears))",
+            &parameters,
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::test_servers::PostgresServer;
+
+    const LEASE: Duration = Duration::from_secs(60);
+
+    fn identity(n: u128) -> Identity {
+        Identity {
+            fingerprint: Fingerprint(n),
+            occurrence: 0,
+        }
+    }
+
+    fn claims(range: std::ops::Range<u128>) -> Vec<Claim> {
+        range
+            .map(|n| Claim {
+                identity: identity(n),
+                key: format!("k{n}"),
+                take_over: false,
+            })
+            .collect()
+    }
+
+    fn result(n: u128, state: State) -> Row {
+        let mut row = Row::new(identity(n), state, Some(format!("k{n}")));
+        row.clears_doubt = true;
+        row
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_claim_each_message_once_and_a_dead_run_leaves_doubt_at_once() {
+        let Some(server) = PostgresServer::start() else {
+            return;
+        };
+        let first = PostgresJournal::open(&server.url, "spring", LEASE)
+            .await
+            .unwrap();
+        let second = PostgresJournal::open(&server.url, "spring", LEASE)
+            .await
+            .unwrap();
+        let won = first.claim(claims(0..4)).await.unwrap();
+        assert!(won.iter().all(|claim| *claim == Claimed::Won));
+        let contested = second.claim(claims(2..6)).await.unwrap();
+        assert!(matches!(&contested[0], Claimed::Lost(row) if row.held_elsewhere));
+        assert!(matches!(&contested[1], Claimed::Lost(row) if row.held_elsewhere));
+        assert_eq!(contested[2..], [Claimed::Won, Claimed::Won]);
+        first
+            .write_durably(vec![result(0, State::Sent), result(3, State::Skipped)])
+            .await
+            .unwrap();
+        // A write of a message another run holds changes nothing.
+        second
+            .write_durably(vec![result(1, State::Sent)])
+            .await
+            .unwrap();
+        drop(first);
+        // Its connection closes with it: its lock goes, its claims are in doubt at once.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let rows = loop {
+            let rows = second
+                .lookup(vec![identity(0), identity(1), identity(3)])
+                .await
+                .unwrap();
+            if rows.iter().all(|row| !row.held_elsewhere) {
+                break rows;
+            }
+            assert!(std::time::Instant::now() < deadline, "{rows:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let states: HashMap<u128, State> = rows
+            .iter()
+            .map(|row| (row.identity.fingerprint.0, row.state))
+            .collect();
+        assert_eq!(states[&0], State::Sent);
+        assert_eq!(states[&1], State::Dispatched);
+        assert_eq!(states[&3], State::Skipped);
+        // Taken over in doubt: keeps its key; a message never sent is claimed anew.
+        let mut again = claims(1..2);
+        again[0].take_over = true;
+        again[0].key = "other".into();
+        again.extend(claims(3..4));
+        assert_eq!(
+            second.claim(again).await.unwrap(),
+            [Claimed::Won, Claimed::Won]
+        );
+        let kept = second.lookup(vec![identity(1)]).await.unwrap();
+        assert_eq!(kept[0].key.as_deref(), Some("k1"));
+        // A message taken over in doubt stays in doubt if this run does not send it.
+        second
+            .write_durably(vec![result(1, State::Skipped)])
+            .await
+            .unwrap();
+        let still = second.lookup(vec![identity(1)]).await.unwrap();
+        assert_eq!(still[0].state, State::Dispatched);
+        // Another campaign in the same database knows none of this.
+        let other = PostgresJournal::open(&server.url, "summer", LEASE)
+            .await
+            .unwrap();
+        assert!(other.lookup(vec![identity(0)]).await.unwrap().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_runs_over_overlapping_messages_claim_each_exactly_once() {
+        let Some(server) = PostgresServer::start() else {
+            return;
+        };
+        let mut runs = Vec::new();
+        for _ in 0..4 {
+            runs.push(Arc::new(
+                PostgresJournal::open(&server.url, "load", LEASE)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        let mut tasks = Vec::new();
+        for (number, run) in runs.iter().enumerate() {
+            let run = Arc::clone(run);
+            tasks.push(tokio::spawn(async move {
+                // Each run walks the same 2,000 messages from another start, in batches.
+                let mut order: Vec<u128> = (0..2000).collect();
+                order.rotate_left(number * 500);
+                let mut won = Vec::new();
+                for batch in order.chunks(64) {
+                    let claims: Vec<Claim> = batch
+                        .iter()
+                        .map(|n| Claim {
+                            identity: identity(*n),
+                            key: format!("k{n}"),
+                            take_over: false,
+                        })
+                        .collect();
+                    let answers = run.claim(claims).await.unwrap();
+                    for (n, answer) in batch.iter().zip(answers) {
+                        if answer == Claimed::Won {
+                            won.push(*n);
+                        }
+                    }
+                }
+                won
+            }));
+        }
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..2000).collect::<Vec<u128>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bad_urls_are_refused_naming_the_field_without_the_password() {
+        for url in [
+            "postgresql://user:s3cret@127.0.0.1:1/db?sslmode=bogus",
+            "postgresql://user:s3cret@127.0.0.1:1/?sslmode=disable",
+        ] {
+            let error = PostgresJournal::open(url, "c", LEASE).await.err().unwrap();
+            let text = error.to_string();
+            assert!(matches!(error, Error::Validation { ref field, .. } if field == "journal"));
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+        let unreachable = PostgresJournal::open(
+            "postgresql://user:s3cret@127.0.0.1:1/db?sslmode=disable",
+            "c",
+            LEASE,
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(
+            matches!(unreachable, Error::SharedState(_)),
+            "{unreachable:?}"
+        );
+        assert!(!unreachable.to_string().contains("s3cret"), "{unreachable}");
+    }
+}
