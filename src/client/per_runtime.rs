@@ -71,7 +71,7 @@ thread_local! {
 
 /// Whether the caller runs on a current-thread runtime (a sync call's), whose connections
 /// belong to this thread.
-pub(crate) fn on_current_thread_runtime() -> bool {
+fn on_current_thread_runtime() -> bool {
     Handle::try_current()
         .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::CurrentThread)
 }

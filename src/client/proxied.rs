@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::Body;
 
 use super::direct::IDLE_TIMEOUT;
-use super::per_runtime::{on_current_thread_runtime, PerRuntime};
+use super::per_runtime::PerRuntime;
 use super::request::Outgoing;
 use super::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
@@ -51,15 +51,14 @@ impl ProxiedTransport {
     }
 
     pub(crate) async fn send(&self, request: Outgoing, limit: u64) -> Result<Reply> {
-        if on_current_thread_runtime() {
-            // A sync call's runtime does not run between calls: the idle connections' tasks
-            // have not seen what arrived on their sockets meanwhile, and would take an answer
-            // nobody asked for (or the server's close) for this request's. Letting the runtime
-            // turn once first polls its I/O driver, so each idle connection reads what is
-            // there, and one that received anything is closed (hyper refuses bytes on an idle
-            // connection) before the pool lends it.
-            tokio::task::yield_now().await;
-        }
+        // A sync call's runtime does not run between calls: the idle connections' tasks have
+        // not seen what arrived on their sockets meanwhile, and would take an answer nobody
+        // asked for (or the server's close) for this request's. Letting the runtime turn once
+        // first polls its I/O driver, so each idle connection reads what is there, and one
+        // that received anything is closed (hyper refuses bytes on an idle connection) before
+        // the pool lends it. On a shared runtime, the same turn lets a connection whose close
+        // arrived just now be seen closed, where its task is this worker's.
+        tokio::task::yield_now().await;
         let client = match self.clients.with(|list| list.first().cloned()) {
             Some(client) => client,
             None => {
