@@ -1,0 +1,367 @@
+//! The connection to Redis of one process, and what is done while it is lost.
+//!
+//! A connection's socket is only ever woken by the reactor of the runtime that opened it, and
+//! bizmsg's callers run on many runtimes (one current-thread runtime per thread making sync
+//! calls, one multi-thread runtime for async ones). So the connection and the task that
+//! drives it live on a small runtime of their own, on one thread named `bizmsg-redis`, and
+//! callers talk to it through redis-rs's multiplexed handle, whose requests and answers are
+//! channel messages any runtime can await. Requests from every caller share the one socket
+//! (pipelined by the driver).
+//!
+//! redis-rs's multiplexed connection never reconnects by itself, and its connection manager
+//! retries a fixed number of times then fails; what the limits need is different: wait while
+//! the store is away (nothing may be sent unpaced), retrying with backoff, and give up only
+//! past the bound the URL sets (`wait=`). So the connection is replaced here: after any
+//! failure that may be the connection's (I/O, a response timeout, a server still loading or
+//! read-only after a failover), it is dropped and the next attempt connects anew.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ::redis::aio::MultiplexedConnection;
+use ::redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
+
+use super::target::Target;
+use crate::error::{Error, Result};
+
+/// How long one answer may take before the connection is given up for a new one. Scripts
+/// finish in microseconds to milliseconds; a server that takes this long is hung or gone.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection attempt (TCP, TLS, AUTH/SELECT) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Backoff between attempts while the store is unreachable.
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+const LONGEST_RETRY: Duration = Duration::from_secs(2);
+
+/// Why an attempt failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The server answered with an error, or the connection failed.
+    Redis(RedisError),
+    /// TCP or TLS failed before Redis was reached.
+    Connect(std::io::Error),
+    /// No answer in time.
+    TimedOut(&'static str),
+    /// The background runtime could not be used.
+    Background(String),
+}
+
+impl Failure {
+    /// Whether another attempt (on a new connection) may succeed: the store is away, not
+    /// misconfigured.
+    fn retryable(&self) -> bool {
+        match self {
+            Failure::Connect(_) | Failure::TimedOut(_) => true,
+            Failure::Background(_) => false,
+            Failure::Redis(error) => match error.kind() {
+                ErrorKind::Io | ErrorKind::Parse => true,
+                ErrorKind::Server(kind) => {
+                    matches!(
+                        kind,
+                        ServerErrorKind::BusyLoading
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::ClusterDown
+                            | ServerErrorKind::MasterDown
+                            | ServerErrorKind::ReadOnly
+                    )
+                }
+                // A script still running on the server (`BUSY`).
+                ErrorKind::Extension => error.code() == Some("BUSY"),
+                _ => false,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Redis(error) => write!(f, "{error}"),
+            Failure::Connect(error) => write!(f, "cannot connect: {error}"),
+            Failure::TimedOut(what) => write!(f, "{what} timed out"),
+            Failure::Background(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Self {
+        Failure::Redis(error)
+    }
+}
+
+/// The runtime the connections of one process live on: one thread, `bizmsg-redis`, ended
+/// when this is dropped.
+struct Background {
+    handle: tokio::runtime::Handle,
+    /// Dropped: the thread's `block_on` returns and the runtime is dropped on its own thread.
+    _stop: oneshot::Sender<()>,
+}
+
+impl Background {
+    fn start() -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("bizmsg-redis")
+            .build()
+            .map_err(|e| {
+                Error::Internal(format!("cannot start the shared limits' runtime: {e}"))
+            })?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("bizmsg-redis".to_owned())
+            .spawn(move || {
+                let _ = runtime.block_on(stopped);
+            })
+            .map_err(|e| Error::Internal(format!("cannot start the shared limits' thread: {e}")))?;
+        Ok(Background {
+            handle,
+            _stop: stop,
+        })
+    }
+}
+
+/// A connection, and whether its driver still runs.
+#[derive(Clone)]
+struct Live {
+    connection: MultiplexedConnection,
+    alive: Arc<AtomicBool>,
+}
+
+/// The connection of one process to the store.
+pub(super) struct Link {
+    target: Arc<Target>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    background: Background,
+    live: Mutex<Option<Live>>,
+    /// One connection attempt at a time; the others wait for its result.
+    connecting: tokio::sync::Mutex<()>,
+    /// An outage is logged once, when it starts, and once when it ends.
+    failing: AtomicBool,
+}
+
+impl Link {
+    pub(super) fn new(target: Arc<Target>, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Self> {
+        Ok(Link {
+            target,
+            tls,
+            background: Background::start()?,
+            live: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            failing: AtomicBool::new(false),
+        })
+    }
+
+    /// The error for a store that failed with `failure`.
+    fn error(&self, failure: &Failure) -> Error {
+        Error::SharedState(format!("{}: {failure}", self.target.shown))
+    }
+
+    /// Runs `op` once on a connection (made if there is none): one attempt, no retry.
+    pub(super) async fn once<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = std::result::Result<T, RedisError>>,
+    {
+        let attempt = async {
+            let live = self.connection().await?;
+            let result = op(live.connection.clone()).await;
+            if let Err(error) = &result {
+                if Failure::Redis(error.clone()).retryable() {
+                    self.forget(&live);
+                }
+            }
+            Ok::<_, Failure>(result?)
+        };
+        let limit = self.target.wait.min(CONNECT_TIMEOUT + RESPONSE_TIMEOUT);
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(failure)) => Err(self.error(&failure)),
+            Err(_) => Err(self.error(&Failure::TimedOut("the store's answer"))),
+        }
+    }
+
+    /// Runs `op` on a connection, retrying with backoff while the store is unreachable (each
+    /// retry on a new connection), for at most the URL's `wait=` in all: past it, the store's
+    /// error. A `deadline` the retries would pass fails with a timeout instead.
+    ///
+    /// `op` may run more than once: an attempt that timed out may still have taken effect on
+    /// the server (the scripts err on the safe side then: slots or recipients counted twice).
+    pub(super) async fn run<T, F, Fut>(&self, deadline: Option<Instant>, mut op: F) -> Result<T>
+    where
+        F: FnMut(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = std::result::Result<T, RedisError>>,
+    {
+        let give_up = Instant::now() + self.target.wait;
+        let mut delay = FIRST_RETRY;
+        loop {
+            let attempt = async {
+                let live = self.connection().await?;
+                match op(live.connection.clone()).await {
+                    Ok(value) => Ok(value),
+                    Err(error) => {
+                        let failure = Failure::Redis(error);
+                        if failure.retryable() {
+                            self.forget(&live);
+                        }
+                        Err(failure)
+                    }
+                }
+            };
+            let until = deadline.map_or(give_up, |deadline| deadline.min(give_up));
+            let result = match tokio::time::timeout_at(until.into(), attempt).await {
+                Ok(result) => result,
+                Err(_) => Err(Failure::TimedOut("waiting for the store")),
+            };
+            let failure = match result {
+                Ok(value) => {
+                    if self.failing.swap(false, Ordering::AcqRel) {
+                        log::info!(
+                            target: "bizmsg",
+                            "shared limits {}: reachable again",
+                            self.target.shown
+                        );
+                    }
+                    return Ok(value);
+                }
+                Err(failure) if !failure.retryable() => return Err(self.error(&failure)),
+                Err(failure) => failure,
+            };
+            if !self.failing.swap(true, Ordering::AcqRel) {
+                log::warn!(
+                    target: "bizmsg",
+                    "shared limits {}: unreachable ({failure}); sends wait for it (up to {:?})",
+                    self.target.shown,
+                    self.target.wait
+                );
+            }
+            let now = Instant::now();
+            if now >= give_up {
+                return Err(self.error(&failure));
+            }
+            if deadline.is_some_and(|deadline| now + delay >= deadline) {
+                return Err(Error::Timeout(format!(
+                    "waiting for the shared limits ({}): {failure}",
+                    self.target.shown
+                )));
+            }
+            tokio::time::sleep(delay.min(give_up - now)).await;
+            delay = (delay * 2).min(LONGEST_RETRY);
+        }
+    }
+
+    /// The current connection, or a new one.
+    async fn connection(&self) -> std::result::Result<Live, Failure> {
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        let target = Arc::clone(&self.target);
+        let tls = self.tls.clone();
+        // Connected on the background runtime, so that the socket and the driver belong to it.
+        let connected = self
+            .background
+            .handle
+            .spawn(async move {
+                tokio::time::timeout(CONNECT_TIMEOUT, connect(&target, tls))
+                    .await
+                    .unwrap_or(Err(Failure::TimedOut("connecting")))
+            })
+            .await
+            .map_err(|e| {
+                Failure::Background(format!("the shared limits' runtime failed: {e}"))
+            })??;
+        *lock(&self.live) = Some(connected.clone());
+        Ok(connected)
+    }
+
+    fn current(&self) -> Option<Live> {
+        let mut live = lock(&self.live);
+        match &*live {
+            Some(current) if current.alive.load(Ordering::Acquire) => Some(current.clone()),
+            Some(_) => {
+                *live = None;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Drops `failed` (if still the current connection): the next attempt connects anew.
+    fn forget(&self, failed: &Live) {
+        let mut live = lock(&self.live);
+        if live
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(&current.alive, &failed.alive))
+        {
+            *live = None;
+        }
+        failed.alive.store(false, Ordering::Release);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Connects to `target` (on the background runtime): TCP, TLS with our own configuration for
+/// `rediss://`, then AUTH and SELECT by redis-rs; the connection's driver is spawned here.
+async fn connect(
+    target: &Target,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> std::result::Result<Live, Failure> {
+    let host = target.host_name();
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), target.port))
+        .await
+        .map_err(Failure::Connect)?;
+    let _ = tcp.set_nodelay(true);
+    let mut info = RedisConnectionInfo::default().set_db(target.db);
+    if let Some(username) = &target.username {
+        info = info.set_username(username);
+    }
+    if let Some(password) = &target.password {
+        info = info.set_password(password);
+    }
+    let config = AsyncConnectionConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
+    if !target.tls {
+        return start(&info, tcp, config).await;
+    }
+    let tls = tls.ok_or_else(|| {
+        Failure::Background("rediss:// needs a TLS configuration, none was given".to_owned())
+    })?;
+    let name = rustls::pki_types::ServerName::try_from(host)
+        .map_err(|e| Failure::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
+        .map_err(Failure::Connect)?;
+    start(&info, stream, config).await
+}
+
+async fn start<S>(
+    info: &RedisConnectionInfo,
+    stream: S,
+    config: AsyncConnectionConfig,
+) -> std::result::Result<Live, Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (connection, driver) = MultiplexedConnection::new_with_config(info, stream, config).await?;
+    let alive = Arc::new(AtomicBool::new(true));
+    let flag = Arc::clone(&alive);
+    tokio::spawn(async move {
+        driver.await;
+        flag.store(false, Ordering::Release);
+    });
+    Ok(Live { connection, alive })
+}
