@@ -21,18 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ::redis::aio::MultiplexedConnection;
-use ::redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind};
-use tokio::io::{AsyncRead, AsyncWrite};
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use futures::StreamExt;
 use tokio::sync::oneshot;
 
+use super::connect::{connect, subscribe, Live, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use super::target::Target;
 use crate::error::{Error, Result};
 
-/// How long one answer may take before the connection is given up for a new one. Scripts
-/// finish in microseconds to milliseconds; a server that takes this long is hung or gone.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long one connection attempt (TCP, TLS, AUTH/SELECT) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Backoff between attempts while the store is unreachable.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LONGEST_RETRY: Duration = Duration::from_secs(2);
@@ -124,13 +120,6 @@ impl Background {
             _stop: stop,
         })
     }
-}
-
-/// A connection, and whether its driver still runs.
-#[derive(Clone)]
-struct Live {
-    connection: MultiplexedConnection,
-    alive: Arc<AtomicBool>,
 }
 
 /// The connection of one process to the store.
@@ -255,6 +244,41 @@ impl Link {
         }
     }
 
+    /// Listens to `channel` on a connection of its own, on the background runtime, for as long
+    /// as `on_message` returns true (reconnecting with backoff when it is lost). Messages
+    /// published while it is lost are missed.
+    pub(super) fn watch(
+        &self,
+        channel: String,
+        on_message: impl Fn(&[u8]) -> bool + Send + 'static,
+    ) {
+        let target = Arc::clone(&self.target);
+        let tls = self.tls.clone();
+        self.background.handle.spawn(async move {
+            let mut delay = FIRST_RETRY;
+            loop {
+                let subscribed = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    subscribe(&target, tls.clone(), &channel),
+                )
+                .await;
+                if let Ok(Ok(mut messages)) = subscribed {
+                    delay = FIRST_RETRY;
+                    while let Some(message) = messages.next().await {
+                        if !on_message(message.get_payload_bytes()) {
+                            return;
+                        }
+                    }
+                }
+                if !on_message(b"") {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(LONGEST_RETRY);
+            }
+        });
+    }
+
     /// The current connection, or a new one.
     async fn connection(&self) -> std::result::Result<Live, Failure> {
         if let Some(live) = self.current() {
@@ -312,56 +336,4 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Connects to `target` (on the background runtime): TCP, TLS with our own configuration for
-/// `rediss://`, then AUTH and SELECT by redis-rs; the connection's driver is spawned here.
-async fn connect(
-    target: &Target,
-    tls: Option<Arc<rustls::ClientConfig>>,
-) -> std::result::Result<Live, Failure> {
-    let host = target.host_name();
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), target.port))
-        .await
-        .map_err(Failure::Connect)?;
-    let _ = tcp.set_nodelay(true);
-    let mut info = RedisConnectionInfo::default().set_db(target.db);
-    if let Some(username) = &target.username {
-        info = info.set_username(username);
-    }
-    if let Some(password) = &target.password {
-        info = info.set_password(password);
-    }
-    let config = AsyncConnectionConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
-    if !target.tls {
-        return start(&info, tcp, config).await;
-    }
-    let tls = tls.ok_or_else(|| {
-        Failure::Background("rediss:// needs a TLS configuration, none was given".to_owned())
-    })?;
-    let name = rustls::pki_types::ServerName::try_from(host)
-        .map_err(|e| Failure::Connect(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    let stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(name, tcp)
-        .await
-        .map_err(Failure::Connect)?;
-    start(&info, stream, config).await
-}
-
-async fn start<S>(
-    info: &RedisConnectionInfo,
-    stream: S,
-    config: AsyncConnectionConfig,
-) -> std::result::Result<Live, Failure>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (connection, driver) = MultiplexedConnection::new_with_config(info, stream, config).await?;
-    let alive = Arc::new(AtomicBool::new(true));
-    let flag = Arc::clone(&alive);
-    tokio::spawn(async move {
-        driver.await;
-        flag.store(false, Ordering::Release);
-    });
-    Ok(Live { connection, alive })
 }

@@ -87,10 +87,12 @@ return out
 });
 
 /// Pauses the service (a string) or a sender (its hash's `pause`) for ARGV[2] µs from now,
-/// unless a longer pause is already set: a pause only ever extends.
+/// unless a longer pause is already set: a pause only ever extends. Then tells every process
+/// listening (`<µs left> <ARGV[5]>` on channel ARGV[4]), so that they drop the slots they
+/// reserved before it; a store without pub/sub only loses that.
 ///
-/// KEYS: the pause's key. ARGV: clock, wait µs, `s` (service) or `h` (sender).
-/// Returns the µs left of the pause now in force.
+/// KEYS: the pause's key. ARGV: clock, wait µs, `s` (service) or `h` (sender), channel,
+/// message. Returns the µs left of the pause now in force.
 pub(super) static PAUSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{PRELUDE}{}",
@@ -107,6 +109,7 @@ if ARGV[3] == 'h' then
   end
   local last = math.max(cur, tonumber(v[1]) or 0)
   redis.call('PEXPIRE', KEYS[1], int((last - now) / 1000 + 60000))
+  redis.pcall('PUBLISH', ARGV[4], int(cur - now) .. ' ' .. ARGV[5])
   return cur - now
 end
 local cur = tonumber(redis.call('GET', KEYS[1])) or 0
@@ -114,6 +117,7 @@ if untilv > cur then
   redis.call('SET', KEYS[1], int(untilv), 'PX', int(wait / 1000 + 1000))
   cur = untilv
 end
+redis.pcall('PUBLISH', ARGV[4], int(cur - now) .. ' ' .. ARGV[5])
 return cur - now
 "
     ))
@@ -273,6 +277,11 @@ impl Keys {
     /// An account's recipients of the last 24 h, a sorted set recipient -> ms.
     pub(super) fn recipients(&self, account: &str) -> String {
         format!("{}acct:{account}:rcpt", self.prefix)
+    }
+
+    /// The channel pauses are announced on (not a key: pub/sub channels are not stored).
+    pub(super) fn pauses(&self) -> String {
+        format!("{}pauses", self.prefix)
     }
 
     /// The senders' paces, a JSON string (`paces.rs`).

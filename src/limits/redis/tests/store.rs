@@ -1,11 +1,5 @@
-//! The Redis store against a real `redis-server` each test starts on a free loopback port
-//! (no persistence, in a temporary folder) and stops by its PID. Without the binary the tests
-//! print why and pass, unless `BIZMSG_REQUIRE_SERVICES=1`, which makes them fail.
-//!
-//! Several stores on one server stand for several processes: each has its own runtime thread,
-//! connection and reserved slots. Assertions are on correctness (no one-second window over
-//! the pace, every message admitted), never on speed, except generous lower bounds (a pace or
-//! a pause is not shorter than it should be).
+//! The store's operations between several instances (as separate processes would hold them)
+//! of one server.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,252 +8,17 @@
     clippy::indexing_slicing
 )]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::RedisLimits;
+use super::{
+    busiest_second, free_port, multi_thread, redis_binary, run_callers, store, Server, NAMESPACE,
+};
 use crate::error::Error;
+use crate::limits::redis::RedisLimits;
 use crate::limits::{LimitsStore, Scope, Slot, TierVerdict};
-
-const NAMESPACE: &str = "https://sandbox.test";
-
-/// `redis-server`, if installed; else why the test is skipped (or a failure when services are
-/// required).
-fn redis_binary() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("redis-server"))
-            .find(|candidate| candidate.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("BIZMSG_REQUIRE_SERVICES").as_deref() != Ok("1"),
-            "redis-server is not installed and BIZMSG_REQUIRE_SERVICES=1 (apt-get install -y \
-             redis-server)"
-        );
-        eprintln!(
-            "skipped: redis-server is not installed (apt-get install -y redis-server; set \
-             BIZMSG_REQUIRE_SERVICES=1 to make this a failure)"
-        );
-    }
-    found
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `redis-server` of this test.
-struct Server {
-    binary: PathBuf,
-    dir: PathBuf,
-    port: u16,
-    extra: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Server {
-    /// Started, or `None` when the binary is missing (skip).
-    fn start(extra: &[&str]) -> Option<Self> {
-        let binary = redis_binary()?;
-        let dir = std::env::temp_dir().join(format!(
-            "bizmsg-redis-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Server {
-            binary,
-            dir,
-            port: 0,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            child: None,
-        };
-        for _ in 0..5 {
-            server.port = free_port();
-            if server.spawn() {
-                return Some(server);
-            }
-        }
-        panic!("redis-server did not start: {}", server.log());
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
-    }
-
-    /// Starts the server on its port; false if it exited (the port was taken).
-    fn spawn(&mut self) -> bool {
-        // "--tls-port" (no value) in `extra`: TLS only, on the server's port.
-        let tls = self.extra.iter().any(|arg| arg == "--tls-port");
-        let mut command = Command::new(&self.binary);
-        if tls {
-            command.args(["--port", "0", "--tls-port", &self.port.to_string()]);
-        } else {
-            command.args(["--port", &self.port.to_string()]);
-        }
-        let extra = self.extra.iter().filter(|arg| *arg != "--tls-port");
-        command
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--daemonize", "no", "--dir"])
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("log"))
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut child = command.spawn().unwrap();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if child.try_wait().unwrap().is_some() {
-                return false;
-            }
-            let up = if tls {
-                TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            } else {
-                answers(self.port)
-            };
-            if up {
-                self.child = Some(child);
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// SIGKILL, as a crash.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Started again on the same port, with nothing of its state (no persistence).
-    fn restart(&mut self) {
-        assert!(self.spawn(), "redis-server did not restart: {}", self.log());
-    }
-
-    /// `INFO commandstats` calls of `command` (lowercase), read over a plain socket.
-    fn calls(&self, command: &str) -> u64 {
-        let reply = raw(self.port, "INFO commandstats\r\n");
-        reply
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Whether a server answers on `port` (any reply, even NOAUTH).
-fn answers(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    if stream.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut byte = [0u8; 1];
-    stream.read_exact(&mut byte).is_ok() && (byte[0] == b'+' || byte[0] == b'-')
-}
-
-fn raw(port: u16, command: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    stream.write_all(command.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut buffer = [0u8; 8192];
-    while let Ok(n) = stream.read(&mut buffer) {
-        if n == 0 {
-            break;
-        }
-        reply.extend_from_slice(&buffer[..n]);
-    }
-    String::from_utf8_lossy(&reply).into_owned()
-}
-
-fn store(url: &str) -> Arc<RedisLimits> {
-    Arc::new(RedisLimits::new(url, NAMESPACE, None).unwrap())
-}
-
-fn multi_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// The most send times within any closed one-second window.
-fn busiest_second(times: &[Instant]) -> usize {
-    let mut sorted = times.to_vec();
-    sorted.sort();
-    let mut busiest = 0;
-    let mut start = 0;
-    for end in 0..sorted.len() {
-        while sorted[end] - sorted[start] > Duration::from_secs(1) {
-            start += 1;
-        }
-        busiest = busiest.max(end - start + 1);
-    }
-    busiest
-}
-
-/// `tasks` callers on each store, each admitting `each` messages of `slot`; the send times.
-async fn run_callers(
-    stores: &[Arc<RedisLimits>],
-    tasks: usize,
-    each: usize,
-    sender: Option<(&'static str, f64)>,
-    campaign: Option<(&'static str, f64)>,
-) -> Vec<Instant> {
-    let mut handles = Vec::new();
-    for store in stores {
-        for _ in 0..tasks {
-            let store = Arc::clone(store);
-            handles.push(tokio::spawn(async move {
-                let mut times = Vec::new();
-                for _ in 0..each {
-                    store.admit(Slot { sender, campaign }, None).await.unwrap();
-                    times.push(Instant::now());
-                }
-                times
-            }));
-        }
-    }
-    let mut times = Vec::new();
-    for handle in handles {
-        times.extend(handle.await.unwrap());
-    }
-    times
-}
 
 #[test]
 fn instances_pace_one_sender_together() {
@@ -343,6 +102,45 @@ fn a_sync_and_an_async_caller_share_one_store() {
 }
 
 #[test]
+fn the_hosts_clock_can_stand_in_for_redis_time() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let url = format!("{}?clock=local", server.url());
+    let stores: Vec<_> = (0..2).map(|_| store(&url)).collect();
+    let runtime = multi_thread();
+    runtime.block_on(async {
+        let times = run_callers(&stores, 2, 15, Some(("15550015", 50.0)), None).await;
+        assert!(busiest_second(&times) <= 51);
+        // The second still holds slots reserved during the run: the pause, announced to
+        // every instance, drops them (within milliseconds).
+        let started = Instant::now();
+        stores[0]
+            .pause(Scope::Sender("15550015"), Duration::from_millis(400))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let slot = Slot {
+            sender: Some(("15550015", 50.0)),
+            campaign: None,
+        };
+        stores[1].admit(slot, None).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let wait = stores[0]
+            .space_pair("15550015", "4911", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(wait, Duration::from_secs(4));
+        assert!(stores[1].pair_wait("15550015", "4911").await.unwrap() > Duration::from_secs(3));
+        let count = stores[1]
+            .count_recipients("acct", 1, &[7, 8])
+            .await
+            .unwrap();
+        assert_eq!(count.verdicts, [TierVerdict::New, TierVerdict::Over]);
+    });
+}
+
+#[test]
 fn a_campaign_rate_holds_across_instances() {
     let Some(server) = Server::start(&[]) else {
         return;
@@ -385,25 +183,41 @@ fn a_pause_set_by_one_instance_holds_the_others() {
     let runtime = multi_thread();
     runtime.block_on(async {
         let paced = Slot {
-            sender: Some(("15550005", 1000.0)),
+            sender: Some(("15550005", 50.0)),
             campaign: None,
         };
-        // Reserved slots exist in the second before the pause.
-        second.admit(paced, None).await.unwrap();
-
+        // The second holds slots it reserved before the pause (up to 250 ms ahead): the pause,
+        // announced to every instance, drops them (within milliseconds).
+        run_callers(
+            std::slice::from_ref(&second),
+            4,
+            5,
+            Some(("15550005", 50.0)),
+            None,
+        )
+        .await;
         let started = Instant::now();
         first
             .pause(Scope::Service, Duration::from_millis(800))
             .await
             .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        second.admit(paced, None).await.unwrap();
+        let held = started.elapsed();
+        assert!(held >= Duration::from_millis(700), "{held:?}");
+
         // Only ever extends: a shorter pause does not shorten it.
+        let started = Instant::now();
+        first
+            .pause(Scope::Service, Duration::from_millis(600))
+            .await
+            .unwrap();
         second
             .pause(Scope::Service, Duration::from_millis(50))
             .await
             .unwrap();
-        second.admit(paced, None).await.unwrap();
-        let held = started.elapsed();
-        assert!(held >= Duration::from_millis(700), "{held:?}");
+        first.admit(paced, None).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(500));
         // A message with no pace waits for the service's pause as well.
         let started = Instant::now();
         first
@@ -569,6 +383,40 @@ fn sending_waits_while_redis_is_down_and_resumes_paced() {
         .count();
     assert_eq!(during, 0, "sent while Redis was down");
     assert!(times.iter().any(|t| *t > restarted), "resumed after");
+    let busiest = busiest_second(&times);
+    assert!(busiest <= 61, "busiest second {busiest}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sending_waits_while_redis_hangs_and_resumes_paced() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let url = format!("{}?wait=30", server.url());
+    let stores: Vec<_> = (0..2).map(|_| store(&url)).collect();
+    let runtime = multi_thread();
+    let (stopped, resumed, times) = std::thread::scope(|scope| {
+        let hang = scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(1200));
+            server.signal(libc::SIGSTOP);
+            let stopped = Instant::now();
+            std::thread::sleep(Duration::from_millis(3000));
+            let resumed = Instant::now();
+            server.signal(libc::SIGCONT);
+            (stopped, resumed)
+        });
+        let times = runtime.block_on(run_callers(&stores, 3, 25, Some(("15550014", 60.0)), None));
+        let (stopped, resumed) = hang.join().unwrap();
+        (stopped, resumed, times)
+    });
+    assert_eq!(times.len(), 150);
+    let during = times
+        .iter()
+        .filter(|t| **t > stopped + Duration::from_millis(300) && **t < resumed)
+        .count();
+    assert_eq!(during, 0, "sent while Redis was hung");
+    assert!(times.iter().any(|t| *t > resumed), "resumed after");
     let busiest = busiest_second(&times);
     assert!(busiest <= 61, "busiest second {busiest}");
 }
