@@ -29,6 +29,14 @@ const SEED: &str = r#"{"tenants": {"acme": [
 const PACED: &str = "14155550100";
 const TIER_50: &str = "14155550101";
 
+/// Two tenants (two tokens), each with one STANDARD number.
+const TWO_TENANTS: &str = r#"{"tenants": {
+  "acme": [{"bizAccountId": "100", "businessPhoneNumbers":
+            [{"phoneNumberId": "200", "displayPhoneNumber": "+1 415 555 0100"}]}],
+  "beta": [{"bizAccountId": "300", "businessPhoneNumbers":
+            [{"phoneNumberId": "400", "displayPhoneNumber": "+1 415 555 0300"}]}]
+}}"#;
+
 async fn sandbox() -> Sandbox {
     Sandbox::start(SandboxConfig {
         enforce_limits: true,
@@ -176,5 +184,56 @@ fn an_accounts_tier_is_counted_across_clients() {
         );
         let stats = sandbox.stats();
         assert_eq!((stats.accepted, stats.failed_commits), (60, 0), "{stats:?}");
+    });
+}
+
+#[test]
+fn single_sends_of_another_tokens_sender_are_paced_too() {
+    let Some(redis) = Server::start(&[]) else {
+        return;
+    };
+    multi_thread().block_on(async {
+        let sandbox = Sandbox::start(SandboxConfig {
+            enforce_limits: true,
+            tenants: vec!["acme".into(), "beta".into()],
+            data: Some(SeedData::from_json(TWO_TENANTS).unwrap()),
+            ..SandboxConfig::default()
+        })
+        .await
+        .unwrap();
+        let url = redis.url();
+        let tenant = |name: &str| {
+            let token = sandbox
+                .tenant_tokens()
+                .into_iter()
+                .find(|(tenant, _)| tenant == name)
+                .unwrap()
+                .1;
+            let mut config = ClientConfig::new(sandbox.base_url(), TokenSource::Static(token));
+            config.shared_limits = Some(url.clone());
+            Client::new(config).unwrap()
+        };
+        // The first tenant's listing is cached in the store first; it does not name the
+        // second tenant's number, which must still be paced (100 at once: over the
+        // platform's burst if they were not).
+        let acme = tenant("acme");
+        acme.send_message(&message(1, PACED), &CallOptions::default())
+            .await
+            .unwrap();
+        let beta = tenant("beta");
+        let sends: Vec<_> = (0..100)
+            .map(|to| {
+                let beta = beta.clone();
+                tokio::spawn(async move {
+                    beta.send_message(&message(to, "14155550300"), &CallOptions::default())
+                        .await
+                })
+            })
+            .collect();
+        for send in sends {
+            send.await.unwrap().unwrap();
+        }
+        let stats = sandbox.stats();
+        assert_eq!((stats.accepted, stats.throttled), (101, 0), "{stats:?}");
     });
 }

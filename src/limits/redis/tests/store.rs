@@ -450,6 +450,21 @@ fn an_unreachable_store_fails_with_its_name_and_no_password() {
         let deadline = Instant::now() + Duration::from_millis(300);
         let error = store.admit(slot, Some(deadline)).await.unwrap_err();
         assert!(matches!(error, Error::Timeout(_)), "{error:?}");
+
+        // Many callers waiting on one pace fail together with the one asking the store (not
+        // each after the others' wait=).
+        let started = Instant::now();
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move { store.admit(slot, None).await })
+            })
+            .collect();
+        for caller in callers {
+            let error = caller.await.unwrap().unwrap_err();
+            assert!(matches!(error, Error::SharedState(_)), "{error:?}");
+        }
+        eprintln!("8 callers failed after {:?} (wait=1)", started.elapsed());
     });
 }
 
