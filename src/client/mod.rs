@@ -127,9 +127,12 @@ impl Client {
         let user_agent = HeaderValue::from_str(&config.user_agent).map_err(|_| {
             Error::Configuration("user_agent is not a valid header value".to_owned())
         })?;
+        let base_url = base.as_str().trim_end_matches('/').to_owned();
         let limits = match &config.shared_limits {
+            // Shared by every client of this service (its base URL), in every process.
             Some(url) => Some(crate::limits::shared(
                 url,
+                &base_url,
                 Some(Arc::new(tls::config(&config.verify, &[])?)),
             )?),
             None => None,
@@ -145,7 +148,7 @@ impl Client {
                     .map(|c| c.trim().to_owned())
                     .collect(),
                 backoff: config.backoff,
-                base_url: base.as_str().trim_end_matches('/').to_owned(),
+                base_url,
                 user_agent,
                 max_response_bytes: config.max_response_bytes,
                 limits,

@@ -7,11 +7,12 @@
 //! Where they are kept is a [`LimitsStore`]:
 //! - `local.rs`: in this process, for one campaign (the embedded default, as before there was
 //!   a store): governor's GCRA limiters, a gate, counters;
-//! - `redis.rs`: in Redis, shared by every process and host given the same URL
+//! - `redis/`: in Redis, shared by every process and host given the same URL
 //!   (`shared_limits=`), so that their sum keeps the limits.
 
 mod local;
 mod paces;
+mod redis;
 
 use std::time::{Duration, Instant};
 
@@ -120,16 +121,18 @@ pub trait LimitsStore: Send + Sync {
 
 /// The store shared by every process given `url` (`shared_limits=`, `BIZMSG_SHARED_LIMITS`):
 /// `redis://` or `rediss://` (TLS, checked with `tls`), with a password in the URL if the
-/// server wants one. It connects on first use; a URL it cannot use is refused now.
+/// server wants one (the URL's form and parameters: `redis/mod.rs`). `namespace` names the
+/// service whose limits these are (the client's base URL): clients of one service, in every
+/// process, share its limits, and clients of another service sharing the Redis do not. It
+/// connects on first use; a URL it cannot use is refused now.
 pub fn shared(
     url: &str,
+    namespace: &str,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 ) -> Result<std::sync::Arc<dyn LimitsStore>> {
-    let _ = tls;
-    Err(crate::error::Error::validation(
-        "shared_limits",
-        format!("{}: not supported yet", redact_url(url)),
-    ))
+    Ok(std::sync::Arc::new(self::redis::RedisLimits::new(
+        url, namespace, tls,
+    )?))
 }
 
 /// `url` with its password replaced by `***`: how errors, logs and reprs name a store.

@@ -38,15 +38,25 @@ impl SenderPaces {
         if let Some(pace) = self.memo(sender) {
             return Ok(pace);
         }
-        let paces = match store.cached_paces().await? {
+        let cached: Paces = match store.cached_paces().await? {
             Some(json) => serde_json::from_str(&json).unwrap_or_default(),
-            None => {
-                let paces = lookup(client, call).await?;
-                if let Ok(json) = serde_json::to_string(&paces) {
-                    store.cache_paces(json, FRESH_FOR).await?;
-                }
-                paces
+            None => Paces::new(),
+        };
+        // A sender the cached listing does not name (looked up by a client with another
+        // token, of other accounts) is looked up here and added: otherwise its sends would go
+        // unpaced. One this client's listing does not name either is remembered as having no
+        // pace in this process only (another token may know it), so that it is not looked up
+        // on every send.
+        let paces = if cached.contains_key(sender) {
+            cached
+        } else {
+            let mut paces = cached;
+            paces.extend(lookup(client, call).await?);
+            if let Ok(json) = serde_json::to_string(&paces) {
+                store.cache_paces(json, FRESH_FOR).await?;
             }
+            paces.entry(sender.to_owned()).or_insert(None);
+            paces
         };
         let pace = paces.get(sender).copied().flatten();
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), paces));
@@ -59,7 +69,7 @@ impl SenderPaces {
         if when.elapsed() > FRESH_FOR {
             return None;
         }
-        Some(paces.get(sender).copied().flatten())
+        paces.get(sender).copied()
     }
 }
 

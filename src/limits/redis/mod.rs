@@ -1,0 +1,209 @@
+//! The limits kept in Redis, shared by every process and host given the same URL
+//! (`shared_limits=`, `BIZMSG_SHARED_LIMITS`).
+//!
+//! # The URL
+//! `redis://[user][:password@]host[:port][/db]`, or `rediss://` for TLS, checked with the
+//! client's own rustls configuration (`verify=`), as its HTTP is. User and password are
+//! percent-encoded. Query parameters:
+//! - `clock=redis` (the default) reads the time inside each script with Redis `TIME`: one
+//!   clock for every host, so clock skew between hosts does not matter. `clock=local` passes
+//!   the calling host's clock to each script instead, for stores that refuse `TIME` in scripts
+//!   (Redis before 5 without effects replication, some proxies); hosts must then keep their
+//!   clocks in sync (NTP): a host ahead sees state as older than it is by its skew.
+//! - `wait=<seconds>` (default 60): how long an operation waits for an unreachable store,
+//!   retrying with backoff, before it fails with `SharedStateError`.
+//!
+//! Redis 6.2 or later (the tier count uses `ZADD ... GT`), or a store that speaks its
+//! commands and Lua scripts.
+//!
+//! A bad URL, scheme or parameter is a `ValidationError` of `shared_limits`; the password
+//! never appears in an error, a log line or a `Debug` output (`redact_url`).
+//!
+//! # Keys
+//! Every key of one service (the client's base URL) carries one hash tag, `bz:{<hash>}:`, so
+//! every script's keys live on one Redis Cluster node, and every key is declared in KEYS:
+//! - `pause`: the service's pause (a `429`/`503` with `Retry-After`), µs of the clock;
+//! - `snd:<sender>`: a hash `{tat, pause}`: the sender's pace (GCRA's theoretical arrival
+//!   time) and its pause (its throughput code);
+//! - `cmp:<campaign>`: a hash `{tat}`: a campaign's `rate_limit=`;
+//! - `pair:<sender>`: a hash recipient -> `n:until` for pairs whose pair rate was hit;
+//! - `acct:<account>:rcpt`: a sorted set recipient -> last contact (ms), the account's unique
+//!   recipients in the last 24 h;
+//! - `paces`: the senders' paces looked up by one process (JSON), for all.
+//!
+//! Each key expires on its own once it no longer matters (a pace a minute after its last slot,
+//! a pause when it ends, a pair an hour after its wait, recipients a day after their last).
+//!
+//! # Pacing
+//! The scripts (`scripts.rs`) keep a sender's pace and a campaign's rate as GCRA with no
+//! burst, and reserve several slots at once, none more than `HORIZON` (250 ms) ahead, which a
+//! process hands out to its callers (`slots.rs`): about one round trip per `HORIZON` of pace
+//! per process, not one per message. A reservation honours the service's and the sender's
+//! pauses; a pause only ever extends. A pause is also announced on the channel `pauses`
+//! (pub/sub, one more connection per process): every process drops the slots it reserved
+//! before it, within milliseconds. Where the store has no pub/sub, or while that connection
+//! is being made again, slots already granted still go (at most `HORIZON` of pace).
+//!
+//! # When Redis is away, or forgets
+//! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on
+//! an unreachable store retries with backoff on a new connection (`link.rs`) and fails with
+//! `SharedStateError` past `wait=`; a campaign then stops as it does when its journal fails,
+//! a single send raises. A call's deadline that the wait would pass fails with a timeout, and
+//! no slot is taken. A campaign checks the store (PING) before it sends anything.
+//!
+//! A Redis restarted without persistence has forgotten paces, pauses, pair spacing and tier
+//! counts. The damage to pacing is bounded by the horizon: slots granted before the restart
+//! (at most `HORIZON × pace`) plus a fresh schedule make at most `(1 + HORIZON) × pace + 1`
+//! sends in one second (76 for a STANDARD sender paced at 60 under its ceiling of 80). Tier
+//! counts restart from zero: run Redis with persistence (AOF or RDB) where that matters.
+//!
+//! # Pair spacing
+//! `pair_wait`, asked before every message of a campaign, is answered from this process's copy
+//! of the sender's spaced pairs, read from the store at most about once a second per sender:
+//! a pair spaced by another process is seen here up to about a second late (the platform
+//! tolerates short bursts to a pair; its own refusal would space it here at once).
+//!
+//! # Processes
+//! Callers run on many tokio runtimes; the connection lives on a runtime of its own
+//! (`link.rs`, `connect.rs`). Everything held per process (`here.rs`: runtime, connections,
+//! reserved slots, copies) is made on first use and made anew in a forked child, which
+//! forgets the parent's without dropping it (dropping would close sockets the parent still
+//! uses). The operations themselves are in `store.rs`.
+
+mod connect;
+mod here;
+mod link;
+mod scripts;
+mod slots;
+mod store;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use self::here::Here;
+use self::link::Link;
+use self::scripts::Keys;
+use self::target::{Clock, Target};
+use super::check_rate;
+use crate::error::{Error, Result};
+
+/// The limits shared through one Redis.
+pub struct RedisLimits {
+    target: Arc<Target>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    keys: Keys,
+    /// This process's part, made on first use (anew in a forked child).
+    here: Mutex<Option<Arc<Here>>>,
+}
+
+impl std::fmt::Debug for RedisLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimits")
+            .field("url", &self.target.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn from_micros(micros: i64) -> Duration {
+    Duration::from_micros(u64::try_from(micros).unwrap_or(0))
+}
+
+/// The spacing of `per_second`, in µs (rounded up: never faster than asked).
+fn period(per_second: f64) -> Result<u64> {
+    check_rate(per_second)?;
+    // In range by check_rate: between 1 µs... and one day.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let period = (1e6 / per_second).ceil() as u64;
+    Ok(period.max(1))
+}
+
+impl RedisLimits {
+    /// The store at `url` for the service named `namespace` (the client's base URL), TLS
+    /// checked with `tls`. Nothing is connected before first use.
+    pub fn new(url: &str, namespace: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Self> {
+        let target = Target::parse(url)?;
+        if target.tls && tls.is_none() {
+            return Err(Error::validation(
+                "shared_limits",
+                format!(
+                    "{}: rediss:// needs the client's TLS settings",
+                    target.shown
+                ),
+            ));
+        }
+        Ok(RedisLimits {
+            target: Arc::new(target),
+            tls,
+            keys: Keys::new(namespace),
+            here: Mutex::new(None),
+        })
+    }
+
+    /// This process's part, made on first use; a forked child makes its own and forgets the
+    /// parent's (its runtime's thread does not exist in the child; dropping it would close
+    /// sockets the parent still uses).
+    fn here(&self) -> Result<Arc<Here>> {
+        let pid = crate::process::id();
+        let mut here = lock(&self.here);
+        if let Some(current) = here.as_ref() {
+            if current.pid == pid {
+                return Ok(Arc::clone(current));
+            }
+        }
+        if let Some(inherited) = here.take() {
+            std::mem::forget(inherited);
+        }
+        let made = Arc::new(Here {
+            pid,
+            // The pid in it: a forked child's random generator repeats its parent's.
+            origin: (u64::from(pid) << 32) ^ fastrand::u64(..),
+            link: Link::new(Arc::clone(&self.target), self.tls.clone())?,
+            pools: Mutex::new(HashMap::new()),
+            pairs: Mutex::new(HashMap::new()),
+            service_pause: Mutex::new(None),
+        });
+        // Pauses set by other processes drop the slots this one reserved before them.
+        let heard = Arc::downgrade(&made);
+        made.link.watch(self.keys.pauses(), move |message| {
+            let Some(here) = heard.upgrade() else {
+                return false;
+            };
+            here.heard(message);
+            true
+        });
+        *here = Some(Arc::clone(&made));
+        Ok(made)
+    }
+
+    /// `ARGV[1]` of every script: empty for Redis `TIME`, else this host's clock in µs.
+    fn clock(&self) -> String {
+        match self.target.clock {
+            Clock::Redis => String::new(),
+            Clock::Local => SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|now| micros(now).to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn unexpected(&self, what: &str) -> Error {
+        Error::SharedState(format!(
+            "{}: unexpected answer to {what}",
+            self.target.shown
+        ))
+    }
+}

@@ -1,0 +1,291 @@
+//! The Lua scripts that change the shared limits, each atomic on the server, and the keys they
+//! touch. Every key a script touches is passed in KEYS (never built inside a script), and all
+//! keys of one service share one hash tag, so every script runs on one node of a Redis Cluster.
+//!
+//! Times are integer microseconds of the script's clock: Redis `TIME` by default, or the
+//! client's clock passed as `ARGV[1]` (`clock=local`; an empty `ARGV[1]` means `TIME`).
+//! Numbers are written with `%d`: Lua's own number-to-string conversion would round a
+//! 16-digit microsecond time to 14 significant digits.
+
+use std::sync::LazyLock;
+
+use ::redis::Script;
+
+/// Shared by every script: the clock, and integer formatting.
+const PRELUDE: &str = r"
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  -- Before Redis 5, a script that reads TIME must ask for effects replication before it
+  -- writes; from 7.0 on this is a no-op.
+  if redis.replicate_commands then pcall(redis.replicate_commands) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function int(x) return string.format('%d', math.floor(x)) end
+";
+
+/// Reserves up to `want` slots of a sender's pace and/or a campaign's rate (scheduled GCRA,
+/// one message per period, no burst), none further ahead than `horizon`, none before the
+/// service's pause and the sender's pause end.
+///
+/// KEYS: service pause (string), then the sender's hash (`tat`, `pause`) if ARGV[4] > 0,
+/// then the campaign's hash (`tat`) if ARGV[5] > 0.
+/// ARGV: clock, horizon µs, want, sender period µs (0: none), campaign period µs (0: none).
+/// Returns `{granted, first, offsets...}`: the offsets (µs from now) of the granted slots;
+/// when none is granted, `first` is the offset of the first slot that could be.
+pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = clock(ARGV[1])
+local horizon = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local sp = tonumber(ARGV[4])
+local cp = tonumber(ARGV[5])
+local skey, ckey
+local k = 2
+if sp > 0 then skey = KEYS[k]; k = k + 1 end
+if cp > 0 then ckey = KEYS[k] end
+local floor = math.max(now, tonumber(redis.call('GET', KEYS[1])) or 0)
+local stat, spause = 0, 0
+if skey then
+  local v = redis.call('HMGET', skey, 'tat', 'pause')
+  stat = tonumber(v[1]) or 0
+  spause = tonumber(v[2]) or 0
+  floor = math.max(floor, spause)
+end
+stat = math.max(stat, floor)
+local ctat = floor
+if ckey then ctat = math.max(tonumber(redis.call('HGET', ckey, 'tat')) or 0, floor) end
+local out = {0, 0}
+local n = 0
+local at = math.max(stat, ctat)
+while n < want and at - now <= horizon do
+  n = n + 1
+  out[n + 2] = at - now
+  if skey then stat = at + sp end
+  if ckey then ctat = at + cp end
+  at = math.max(stat, ctat)
+end
+out[1] = n
+if n == 0 then
+  out[2] = at - now
+  return out
+end
+out[2] = out[3]
+if skey then
+  redis.call('HSET', skey, 'tat', int(stat))
+  redis.call('PEXPIRE', skey, int((math.max(stat, spause) - now) / 1000 + 60000))
+end
+if ckey then
+  redis.call('HSET', ckey, 'tat', int(ctat))
+  redis.call('PEXPIRE', ckey, int((ctat - now) / 1000 + 60000))
+end
+return out
+"
+    ))
+});
+
+/// Pauses the service (a string) or a sender (its hash's `pause`) for ARGV[2] µs from now,
+/// unless a longer pause is already set: a pause only ever extends. Then tells every process
+/// listening (`<µs left> <ARGV[5]>` on channel ARGV[4]), so that they drop the slots they
+/// reserved before it; a store without pub/sub only loses that.
+///
+/// KEYS: the pause's key. ARGV: clock, wait µs, `s` (service) or `h` (sender), channel,
+/// message. Returns the µs left of the pause now in force.
+pub(super) static PAUSE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = clock(ARGV[1])
+local wait = tonumber(ARGV[2])
+local untilv = now + wait
+if ARGV[3] == 'h' then
+  local v = redis.call('HMGET', KEYS[1], 'tat', 'pause')
+  local cur = tonumber(v[2]) or 0
+  if untilv > cur then
+    redis.call('HSET', KEYS[1], 'pause', int(untilv))
+    cur = untilv
+  end
+  local last = math.max(cur, tonumber(v[1]) or 0)
+  redis.call('PEXPIRE', KEYS[1], int((last - now) / 1000 + 60000))
+  redis.pcall('PUBLISH', ARGV[4], int(cur - now) .. ' ' .. ARGV[5])
+  return cur - now
+end
+local cur = tonumber(redis.call('GET', KEYS[1])) or 0
+if untilv > cur then
+  redis.call('SET', KEYS[1], int(untilv), 'PX', int(wait / 1000 + 1000))
+  cur = untilv
+end
+redis.pcall('PUBLISH', ARGV[4], int(cur - now) .. ' ' .. ARGV[5])
+return cur - now
+"
+    ))
+});
+
+/// The µs left of the service's pause (0: none).
+///
+/// KEYS: the service pause. ARGV: clock.
+pub(super) static SERVICE_PAUSE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = clock(ARGV[1])
+return math.max(0, (tonumber(redis.call('GET', KEYS[1])) or 0) - now)
+"
+    ))
+});
+
+/// One more pair-rate hit of a sender and recipient: the pair waits 4^n seconds for its n-th
+/// hit (at most the cap). A pair's count is forgotten `memory` after its wait ends.
+///
+/// KEYS: the sender's pair hash (recipient -> `n:until`). ARGV: clock, recipient, cap µs,
+/// memory µs. Returns the wait in µs.
+pub(super) static SPACE_PAIR: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = clock(ARGV[1])
+local cap = tonumber(ARGV[3])
+local memory = tonumber(ARGV[4])
+local n = 0
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if v then
+  local sep = string.find(v, ':', 1, true)
+  if sep then
+    local pn = tonumber(string.sub(v, 1, sep - 1)) or 0
+    local pu = tonumber(string.sub(v, sep + 1)) or 0
+    if pu + memory > now then n = pn end
+  end
+end
+n = n + 1
+local wait = cap
+if n < 24 then wait = math.min(cap, (4 ^ n) * 1000000) end
+local untilv = now + wait
+redis.call('HSET', KEYS[1], ARGV[2], int(n) .. ':' .. int(untilv))
+local ttl = redis.call('PTTL', KEYS[1])
+local keep = (untilv + memory - now) / 1000 + 1000
+if ttl < keep then redis.call('PEXPIRE', KEYS[1], int(keep)) end
+return wait
+"
+    ))
+});
+
+/// The pairs of a sender still spaced, and forgets those whose count is past its memory.
+///
+/// KEYS: the sender's pair hash. ARGV: clock, memory µs.
+/// Returns `{recipient, µs left, ...}` for the pairs still waiting.
+pub(super) static PAIRS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = clock(ARGV[1])
+local memory = tonumber(ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  local sep = string.find(v, ':', 1, true)
+  local u = 0
+  if sep then u = tonumber(string.sub(v, sep + 1)) or 0 end
+  if u + memory <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  elseif u > now then
+    out[#out + 1] = all[i]
+    out[#out + 1] = u - now
+  end
+end
+return out
+"
+    ))
+});
+
+/// Counts recipients against an account's tier: unique recipients in a rolling window, exact
+/// (a sorted set of recipient -> last contact, ms). A known recipient costs nothing (its last
+/// contact moves on); a new one is counted while the account is under `limit`; past it, it is
+/// refused and not counted.
+///
+/// KEYS: the account's set. ARGV: clock, limit, window ms, recipients...
+/// Returns `{verdict..., unique}`, verdicts 0 known, 1 new, 2 over.
+pub(super) static COUNT_RECIPIENTS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local now = math.floor(clock(ARGV[1]) / 1000)
+local limit = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', int(now - window))
+local count = redis.call('ZCARD', KEYS[1])
+local out = {}
+for i = 4, #ARGV do
+  local r = ARGV[i]
+  if redis.call('ZSCORE', KEYS[1], r) then
+    redis.call('ZADD', KEYS[1], 'GT', int(now), r)
+    out[#out + 1] = 0
+  elseif count < limit then
+    redis.call('ZADD', KEYS[1], int(now), r)
+    count = count + 1
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 2
+  end
+end
+if count > 0 then redis.call('PEXPIRE', KEYS[1], int(window + 60000)) end
+out[#out + 1] = count
+return out
+"
+    ))
+});
+
+/// The keys of one service (one hash tag: one Cluster slot).
+#[derive(Clone, Debug)]
+pub(super) struct Keys {
+    /// `bz:{<tag>}:`
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys of the service named `namespace` (its base URL): the tag is a hash of it, so
+    /// that every client of one service, in any process, meets at the same keys.
+    pub(super) fn new(namespace: &str) -> Self {
+        let tag = xxhash_rust::xxh3::xxh3_64(namespace.as_bytes());
+        Keys {
+            prefix: format!("bz:{{{tag:016x}}}:"),
+        }
+    }
+
+    /// The service's pause (`Retry-After`), a string of µs.
+    pub(super) fn service_pause(&self) -> String {
+        format!("{}pause", self.prefix)
+    }
+
+    /// A sender's pace and pause, a hash `{tat, pause}`.
+    pub(super) fn sender(&self, sender: &str) -> String {
+        format!("{}snd:{sender}", self.prefix)
+    }
+
+    /// A campaign's rate (`rate_limit=` with a `campaign_id`), a hash `{tat}`.
+    pub(super) fn campaign(&self, campaign: &str) -> String {
+        format!("{}cmp:{campaign}", self.prefix)
+    }
+
+    /// A sender's spaced recipients (pair rate), a hash recipient -> `n:until`.
+    pub(super) fn pairs(&self, sender: &str) -> String {
+        format!("{}pair:{sender}", self.prefix)
+    }
+
+    /// An account's recipients of the last 24 h, a sorted set recipient -> ms.
+    pub(super) fn recipients(&self, account: &str) -> String {
+        format!("{}acct:{account}:rcpt", self.prefix)
+    }
+
+    /// The channel pauses are announced on (not a key: pub/sub channels are not stored).
+    pub(super) fn pauses(&self) -> String {
+        format!("{}pauses", self.prefix)
+    }
+
+    /// The senders' paces, a JSON string (`paces.rs`).
+    pub(super) fn paces(&self) -> String {
+        format!("{}paces", self.prefix)
+    }
+}

@@ -1,0 +1,352 @@
+//! Slots reserved in the store a few at a time and handed out in this process, so that a fast
+//! campaign is not one round trip per message.
+//!
+//! One pool per pace (a sender's, a campaign's, or both), per process. A caller takes the
+//! first reserved slot and sleeps until its time; when none is left, one caller (the one
+//! fetching) asks the store for as many as there are callers waiting on this pool, the others
+//! wait for its answer. The store grants slots at most a horizon ahead (`HORIZON`): what a
+//! process holds at any moment is at most that much of the pace, which bounds the damage when
+//! the store loses its state (see `mod.rs`).
+//!
+//! When the store has no slot within the horizon it says when its first free one is; the
+//! fetcher sleeps until enough of them have come within reach for one request to serve every
+//! caller waiting, and asks again (still ahead of that first slot: nothing is lost).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::error::{Error, Result};
+
+/// How far ahead of its time a slot may be granted. Slots already granted still go when the
+/// store loses its state, so a sender can see `(1 + HORIZON) × pace + 1` messages in one
+/// second then: 76 for a STANDARD sender paced at 60 under a ceiling of 80.
+pub(super) const HORIZON: Duration = Duration::from_millis(250);
+/// How long before its first slot a fetcher asks again, at the latest (the round trip and a
+/// late wake-up must fit in it).
+const LEAD: Duration = Duration::from_millis(20);
+/// The most slots one request reserves.
+const MOST: usize = 64;
+/// How late a slot may be used. A slot not taken by then, or whose caller woke later than
+/// that (a busy machine), is given up for a later one: sent late, next to the following slot,
+/// it would bunch messages the pace meant to space. For the same reason, slots whose answer
+/// took much longer than usual to arrive (their times are known only to within that round
+/// trip) are given up too.
+const LATE: Duration = Duration::from_millis(10);
+/// A round trip this many times the usual one is "much longer".
+const SLOW_ANSWER: u32 = 4;
+
+/// What the store answered to a reservation, in offsets from the moment the answer came.
+pub(super) enum Grant {
+    /// Slots, in order.
+    Slots(Vec<Duration>),
+    /// None within the horizon; the first free one is this far ahead.
+    FirstFree(Duration),
+}
+
+/// The reserved slots of one pace in this process.
+pub(super) struct Pool {
+    state: Mutex<State>,
+    changed: Notify,
+    /// Bumped by a pause this process learned of: a slot taken before is given up.
+    epoch: AtomicU64,
+    /// The spacing of this pool's slots.
+    period: Duration,
+}
+
+#[derive(Default)]
+struct State {
+    slots: VecDeque<Instant>,
+    /// A caller is asking the store.
+    fetching: bool,
+    /// Callers in `take`.
+    callers: usize,
+    /// From the last refusal: no slot before this.
+    next_free: Option<Instant>,
+    /// The store's last failure, and when: callers that waited for that fetch fail with it
+    /// rather than each waiting out the store's bound again in turn.
+    failure: Option<(Instant, Error)>,
+    /// The usual round trip of a reservation (smoothed), once measured.
+    round_trip: Option<Duration>,
+    /// Slots taken in the current horizon-long interval, in the one before, and when the
+    /// current one began: what this process will likely take in the next horizon.
+    taken_now: usize,
+    taken_before: usize,
+    counting_since: Option<Instant>,
+}
+
+impl State {
+    fn count_taken(&mut self, now: Instant) {
+        self.roll(now);
+        self.taken_now += 1;
+    }
+
+    fn roll(&mut self, now: Instant) {
+        let since = *self.counting_since.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(since);
+        if elapsed >= HORIZON {
+            self.taken_before = if elapsed < HORIZON * 2 {
+                self.taken_now
+            } else {
+                0
+            };
+            self.taken_now = 0;
+            self.counting_since = Some(now);
+        }
+    }
+
+    /// How many slots to ask for: one per caller waiting, or as many as this process took in
+    /// the last horizon if more (a busy pace is then one round trip per horizon, not per
+    /// caller). Unused ones are lost when the demand stops (at most one horizon's worth).
+    fn want(&mut self, now: Instant) -> usize {
+        self.roll(now);
+        self.callers
+            .max(self.taken_now)
+            .max(self.taken_before)
+            .clamp(1, MOST)
+    }
+}
+
+fn lock(mutex: &Mutex<State>) -> MutexGuard<'_, State> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn timeout() -> Error {
+    Error::Timeout("no slot of the shared pace before the call's deadline".to_owned())
+}
+
+enum Next<'a> {
+    /// A slot: sleep until it (unless a pause came meanwhile).
+    Go(Instant, u64),
+    /// Ask the store.
+    Fetch,
+    /// Another caller asks: wait for its answer.
+    Wait(tokio::sync::futures::Notified<'a>),
+}
+
+impl Pool {
+    pub(super) fn new(period: Duration) -> Self {
+        Pool {
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+            epoch: AtomicU64::new(0),
+            period,
+        }
+    }
+
+    /// Drops the reserved slots: a pause began (the store holds every process's new
+    /// reservations; this process also gives up those it holds).
+    pub(super) fn pause(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut state = lock(&self.state);
+        state.slots.clear();
+        state.next_free = None;
+    }
+
+    /// Waits for a slot of this pool and takes it. `fetch(want, horizon)` asks the store for
+    /// up to `want` slots within `horizon`. A slot past `deadline` is not taken: a timeout.
+    pub(super) async fn take<F, Fut>(&self, deadline: Option<Instant>, mut fetch: F) -> Result<()>
+    where
+        F: FnMut(usize, Duration) -> Fut,
+        Fut: std::future::Future<Output = Result<Grant>>,
+    {
+        let _caller = Caller::new(self);
+        loop {
+            let next = {
+                let mut state = lock(&self.state);
+                let now = Instant::now();
+                while state.slots.front().is_some_and(|slot| *slot + LATE < now) {
+                    state.slots.pop_front();
+                }
+                if let Some(slot) = state.slots.front().copied() {
+                    if deadline.is_some_and(|deadline| slot > deadline) {
+                        return Err(timeout());
+                    }
+                    state.slots.pop_front();
+                    state.count_taken(now);
+                    Next::Go(slot, self.epoch.load(Ordering::Acquire))
+                } else if deadline
+                    .zip(state.next_free)
+                    .is_some_and(|(deadline, next_free)| next_free > deadline)
+                {
+                    return Err(timeout());
+                } else if !state.fetching {
+                    state.fetching = true;
+                    Next::Fetch
+                } else {
+                    Next::Wait(self.changed.notified())
+                }
+            };
+            match next {
+                Next::Go(slot, epoch) => {
+                    tokio::time::sleep_until(slot.into()).await;
+                    let on_time = Instant::now() <= slot + LATE;
+                    if on_time && self.epoch.load(Ordering::Acquire) == epoch {
+                        return Ok(());
+                    }
+                }
+                Next::Wait(answered) => {
+                    let since = Instant::now();
+                    match deadline {
+                        Some(deadline) => tokio::time::timeout_at(deadline.into(), answered)
+                            .await
+                            .map_err(|_| timeout())?,
+                        None => answered.await,
+                    }
+                    let state = lock(&self.state);
+                    if let Some((when, error)) = &state.failure {
+                        if *when >= since {
+                            return Err(error.clone());
+                        }
+                    }
+                }
+                Next::Fetch => {
+                    let fetching = Fetching(self);
+                    if let Err(error) = self.fetch(deadline, &mut fetch).await {
+                        // A timeout is this caller's deadline, not the store's failure.
+                        if matches!(error, Error::SharedState(_)) {
+                            lock(&self.state).failure = Some((Instant::now(), error.clone()));
+                        }
+                        return Err(error);
+                    }
+                    drop(fetching);
+                }
+            }
+        }
+    }
+
+    /// Asks the store until it grants slots (this caller is the one fetching).
+    async fn fetch<F, Fut>(&self, deadline: Option<Instant>, fetch: &mut F) -> Result<()>
+    where
+        F: FnMut(usize, Duration) -> Fut,
+        Fut: std::future::Future<Output = Result<Grant>>,
+    {
+        loop {
+            let want = lock(&self.state).want(Instant::now());
+            let horizon = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(timeout());
+                    }
+                    left.min(HORIZON)
+                }
+                None => HORIZON,
+            };
+            let asked = Instant::now();
+            let grant = fetch(want, horizon).await?;
+            let answered = Instant::now();
+            let took = answered - asked;
+            match grant {
+                Grant::Slots(offsets) => {
+                    let mut state = lock(&self.state);
+                    state.next_free = None;
+                    let usual = state.round_trip.unwrap_or(took);
+                    state.round_trip = Some((usual * 7 + took) / 8);
+                    if took > LATE.max(usual * SLOW_ANSWER) {
+                        // Given up (see LATE); they stay taken in the store, which only slows.
+                        continue;
+                    }
+                    state
+                        .slots
+                        .extend(offsets.into_iter().map(|offset| answered + offset));
+                    return Ok(());
+                }
+                Grant::FirstFree(first) => {
+                    let first_free = answered + first;
+                    let waiting = {
+                        let mut state = lock(&self.state);
+                        state.next_free = Some(first_free);
+                        state.callers.clamp(1, MOST)
+                    };
+                    if deadline.is_some_and(|deadline| first_free > deadline) {
+                        return Err(timeout());
+                    }
+                    // Ask again once a slot for each caller fits in the horizon, and no later
+                    // than LEAD before the first. (Not `want`: other processes take slots
+                    // meanwhile, and waiting for a horizon's worth would have every refused
+                    // process ask at the same moment.)
+                    let span = self.period.saturating_mul(
+                        u32::try_from(waiting.saturating_sub(1)).unwrap_or(u32::MAX),
+                    );
+                    let window = horizon.saturating_sub(span).max(LEAD.min(horizon));
+                    let wait = first.saturating_sub(window).max(Duration::from_micros(100));
+                    tokio::time::sleep_until((answered + wait).into()).await;
+                }
+            }
+        }
+    }
+}
+
+/// Counts a caller in `take` for as long as it is there.
+struct Caller<'a>(&'a Pool);
+
+impl<'a> Caller<'a> {
+    fn new(pool: &'a Pool) -> Self {
+        lock(&pool.state).callers += 1;
+        Caller(pool)
+    }
+}
+
+impl Drop for Caller<'_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        state.callers = state.callers.saturating_sub(1);
+    }
+}
+
+/// Marks the caller fetching; when it is done (answered, failed, or cancelled), the waiting
+/// callers are woken to take the new slots or to fetch themselves.
+struct Fetching<'a>(&'a Pool);
+
+impl Drop for Fetching<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).fetching = false;
+        self.0.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn one_caller_fetches_for_all_and_deadlines_take_nothing() {
+        let pool = Arc::new(Pool::new(Duration::from_millis(10)));
+        let fetches = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let pool = Arc::clone(&pool);
+            let fetches = Arc::clone(&fetches);
+            tasks.push(tokio::spawn(async move {
+                pool.take(None, |want, _| {
+                    fetches.fetch_add(1, Ordering::Relaxed);
+                    let offsets = (0..want as u64).map(|i| Duration::from_millis(i * 10));
+                    std::future::ready(Ok(Grant::Slots(offsets.collect())))
+                })
+                .await
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert!(fetches.load(Ordering::Relaxed) < 8);
+
+        // A first free slot past the deadline: a timeout at once.
+        let pool = Pool::new(Duration::from_millis(10));
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let refused = pool
+            .take(Some(deadline), |_, _| {
+                std::future::ready(Ok(Grant::FirstFree(Duration::from_secs(5))))
+            })
+            .await;
+        assert!(matches!(refused, Err(Error::Timeout(_))));
+    }
+}

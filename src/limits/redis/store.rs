@@ -1,0 +1,372 @@
+//! The store's operations: each a script (or a plain command) run through the process's
+//! link to Redis, with the reserved slots and the copies of `here.rs` in front.
+
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+use super::here::{Here, Pairs, PoolKey, Reading};
+use super::slots::Grant;
+use super::{from_micros, lock, micros, period, scripts, RedisLimits};
+use crate::error::{Error, Result};
+use crate::limits::{LimitsStore, Scope, Slot, TierCount, TierVerdict};
+
+/// How long a pair's count of pair-rate hits is remembered after its wait ends: a hit within
+/// it waits 4× longer than the last.
+const PAIR_MEMORY: Duration = Duration::from_secs(60 * 60);
+/// How often, at most, a process reads a sender's spaced pairs (`pair_wait`).
+const PAIRS_FRESH_FOR: Duration = Duration::from_secs(1);
+/// How often, at most, a process reads the service's pause for messages with no pace.
+const PAUSE_FRESH_FOR: Duration = Duration::from_millis(250);
+/// The rolling window of a messaging tier.
+const TIER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+/// Recipients counted per script: one script blocks the server while it runs.
+const TIER_CHUNK: usize = 512;
+
+impl RedisLimits {
+    /// Asks for up to `want` slots within `horizon`.
+    async fn reserve(
+        &self,
+        here: &Here,
+        key: &PoolKey,
+        want: usize,
+        horizon: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Grant> {
+        let mut keys = vec![self.keys.service_pause()];
+        if let Some((sender, _)) = &key.sender {
+            keys.push(self.keys.sender(sender));
+        }
+        if let Some((campaign, _)) = &key.campaign {
+            keys.push(self.keys.campaign(campaign));
+        }
+        let sender_period = key.sender.as_ref().map_or(0, |(_, period)| *period);
+        let campaign_period = key.campaign.as_ref().map_or(0, |(_, period)| *period);
+        let reply: Vec<i64> = here
+            .link
+            .run(deadline, |mut connection| {
+                let mut invocation = scripts::RESERVE.prepare_invoke();
+                for key in &keys {
+                    invocation.key(key);
+                }
+                invocation
+                    .arg(self.clock())
+                    .arg(micros(horizon))
+                    .arg(want)
+                    .arg(sender_period)
+                    .arg(campaign_period);
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        match reply.as_slice() {
+            [0, first, ..] => Ok(Grant::FirstFree(from_micros(*first))),
+            [_, _, offsets @ ..] if !offsets.is_empty() => Ok(Grant::Slots(
+                offsets.iter().map(|offset| from_micros(*offset)).collect(),
+            )),
+            _ => Err(self.unexpected("a reservation")),
+        }
+    }
+
+    /// Waits out the service's pause (for a message with no pace: no reservation to read it).
+    async fn service_pause(&self, here: &Here, deadline: Option<Instant>) -> Result<()> {
+        loop {
+            let known = *lock(&here.service_pause);
+            let until = match known {
+                Some((read_at, until)) if read_at.elapsed() < PAUSE_FRESH_FOR => until,
+                _ => {
+                    let key = self.keys.service_pause();
+                    let left: i64 = here
+                        .link
+                        .run(deadline, |mut connection| {
+                            let mut invocation = scripts::SERVICE_PAUSE.prepare_invoke();
+                            invocation.key(&key).arg(self.clock());
+                            async move { invocation.invoke_async(&mut connection).await }
+                        })
+                        .await?;
+                    let now = Instant::now();
+                    let until = now + from_micros(left);
+                    *lock(&here.service_pause) = Some((now, until));
+                    until
+                }
+            };
+            if until <= Instant::now() {
+                return Ok(());
+            }
+            if deadline.is_some_and(|deadline| until > deadline) {
+                return Err(Error::Timeout(
+                    "the service is paused past the call's deadline".to_owned(),
+                ));
+            }
+            tokio::time::sleep_until(until.into()).await;
+        }
+    }
+
+    /// The spaced pairs of `sender` as this process knows them, read again when older than
+    /// `PAIRS_FRESH_FOR` (by one caller; the others answer from the copy meanwhile).
+    async fn pairs_of(&self, here: &Here, sender: &str, recipient: &str) -> Result<Duration> {
+        let answer = |pairs: &Pairs| {
+            pairs.until.get(recipient).map_or(Duration::ZERO, |until| {
+                until.saturating_duration_since(Instant::now())
+            })
+        };
+        {
+            let mut all = lock(&here.pairs);
+            let pairs = all.entry(sender.to_owned()).or_default();
+            let fresh = pairs
+                .read_at
+                .is_some_and(|read_at| read_at.elapsed() < PAIRS_FRESH_FOR);
+            if fresh || (pairs.reading && pairs.read_at.is_some()) {
+                return Ok(answer(pairs));
+            }
+            pairs.reading = true;
+        }
+        let reading = Reading { here, sender };
+        let key = self.keys.pairs(sender);
+        let reply: Vec<(String, i64)> = here
+            .link
+            .run(None, |mut connection| {
+                let mut invocation = scripts::PAIRS.prepare_invoke();
+                invocation
+                    .key(&key)
+                    .arg(self.clock())
+                    .arg(micros(PAIR_MEMORY));
+                async move { invocation.invoke_async(&mut connection).await }
+            })
+            .await?;
+        let now = Instant::now();
+        let until = reply
+            .into_iter()
+            .map(|(recipient, left)| (recipient, now + from_micros(left)))
+            .collect();
+        drop(reading);
+        let mut all = lock(&here.pairs);
+        let pairs = all.entry(sender.to_owned()).or_default();
+        pairs.until = until;
+        pairs.read_at = Some(now);
+        Ok(answer(pairs))
+    }
+}
+
+impl LimitsStore for RedisLimits {
+    fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let key = PoolKey {
+                sender: match slot.sender {
+                    Some((sender, pace)) => Some((sender.to_owned(), period(pace)?)),
+                    None => None,
+                },
+                campaign: match slot.campaign {
+                    Some((campaign, rate)) => Some((campaign.to_owned(), period(rate)?)),
+                    None => None,
+                },
+            };
+            if key.sender.is_none() && key.campaign.is_none() {
+                return self.service_pause(&here, deadline).await;
+            }
+            let pool = here.pool(&key);
+            let (here, key) = (&*here, &key);
+            pool.take(deadline, move |want, horizon| {
+                self.reserve(here, key, want, horizon, deadline)
+            })
+            .await
+        })
+    }
+
+    fn pause<'a>(&'a self, scope: Scope<'a>, wait: Duration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            // Slots this process holds stop at once, before the store is even told.
+            here.drop_slots(scope);
+            let (key, kind, announced) = match scope {
+                Scope::Service => (self.keys.service_pause(), "s", format!("{} s", here.origin)),
+                Scope::Sender(sender) => (
+                    self.keys.sender(sender),
+                    "h",
+                    format!("{} h {sender}", here.origin),
+                ),
+            };
+            let channel = self.keys.pauses();
+            let left: i64 = here
+                .link
+                .run(None, |mut connection| {
+                    let mut invocation = scripts::PAUSE.prepare_invoke();
+                    invocation
+                        .key(&key)
+                        .arg(self.clock())
+                        .arg(micros(wait))
+                        .arg(kind)
+                        .arg(&channel)
+                        .arg(&announced);
+                    async move { invocation.invoke_async(&mut connection).await }
+                })
+                .await?;
+            // Slots reserved while the store was being told were granted before the pause.
+            here.drop_slots(scope);
+            if scope == Scope::Service {
+                let now = Instant::now();
+                *lock(&here.service_pause) = Some((now, now + from_micros(left)));
+            }
+            Ok(())
+        })
+    }
+
+    fn space_pair<'a>(
+        &'a self,
+        sender: &'a str,
+        recipient: &'a str,
+        cap: Duration,
+    ) -> BoxFuture<'a, Result<Duration>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let key = self.keys.pairs(sender);
+            let wait: i64 = here
+                .link
+                .run(None, |mut connection| {
+                    let mut invocation = scripts::SPACE_PAIR.prepare_invoke();
+                    invocation
+                        .key(&key)
+                        .arg(self.clock())
+                        .arg(recipient)
+                        .arg(micros(cap))
+                        .arg(micros(PAIR_MEMORY));
+                    async move { invocation.invoke_async(&mut connection).await }
+                })
+                .await?;
+            let wait = from_micros(wait);
+            lock(&here.pairs)
+                .entry(sender.to_owned())
+                .or_default()
+                .until
+                .insert(recipient.to_owned(), Instant::now() + wait);
+            Ok(wait)
+        })
+    }
+
+    fn pair_wait<'a>(
+        &'a self,
+        sender: &'a str,
+        recipient: &'a str,
+    ) -> BoxFuture<'a, Result<Duration>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            self.pairs_of(&here, sender, recipient).await
+        })
+    }
+
+    fn count_recipients<'a>(
+        &'a self,
+        account: &'a str,
+        limit: u64,
+        recipients: &'a [u64],
+    ) -> BoxFuture<'a, Result<TierCount>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let key = self.keys.recipients(account);
+            let mut verdicts = Vec::with_capacity(recipients.len());
+            let mut unique = 0;
+            for chunk in recipients.chunks(TIER_CHUNK) {
+                let reply: Vec<u64> = here
+                    .link
+                    .run(None, |mut connection| {
+                        let mut invocation = scripts::COUNT_RECIPIENTS.prepare_invoke();
+                        invocation
+                            .key(&key)
+                            .arg(self.clock())
+                            .arg(limit)
+                            .arg(TIER_WINDOW.as_millis().to_string());
+                        for recipient in chunk {
+                            invocation.arg(recipient);
+                        }
+                        async move { invocation.invoke_async(&mut connection).await }
+                    })
+                    .await?;
+                let Some((count, each)) = reply.split_last() else {
+                    return Err(self.unexpected("a tier count"));
+                };
+                if each.len() != chunk.len() {
+                    return Err(self.unexpected("a tier count"));
+                }
+                verdicts.extend(each.iter().map(|verdict| match verdict {
+                    0 => TierVerdict::Known,
+                    1 => TierVerdict::New,
+                    _ => TierVerdict::Over,
+                }));
+                unique = *count;
+            }
+            if recipients.is_empty() {
+                let count: u64 = here
+                    .link
+                    .run(None, |mut connection| {
+                        let key = key.clone();
+                        async move {
+                            ::redis::cmd("ZCARD")
+                                .arg(key)
+                                .query_async(&mut connection)
+                                .await
+                        }
+                    })
+                    .await?;
+                unique = count;
+            }
+            Ok(TierCount { verdicts, unique })
+        })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let _: String = here
+                .link
+                .once(|mut connection| async move {
+                    ::redis::cmd("PING").query_async(&mut connection).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn cached_paces(&self) -> BoxFuture<'_, Result<Option<String>>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let key = self.keys.paces();
+            here.link
+                .run(None, |mut connection| {
+                    let key = key.clone();
+                    async move {
+                        ::redis::cmd("GET")
+                            .arg(key)
+                            .query_async(&mut connection)
+                            .await
+                    }
+                })
+                .await
+        })
+    }
+
+    fn cache_paces(&self, json: String, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let here = self.here()?;
+            let key = self.keys.paces();
+            let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            here.link
+                .run(None, |mut connection| {
+                    let (key, json) = (key.clone(), json.clone());
+                    async move {
+                        ::redis::cmd("SET")
+                            .arg(key)
+                            .arg(json)
+                            .arg("PX")
+                            .arg(ttl)
+                            .query_async::<()>(&mut connection)
+                            .await
+                    }
+                })
+                .await
+        })
+    }
+}
