@@ -287,3 +287,30 @@ def test_plugin_is_registered(pytestconfig: pytest.Config) -> None:
     plugin = pytestconfig.pluginmanager.get_plugin("bizmsg")
     assert plugin is not None
     assert plugin.__name__ == "bizmsg.pytest_plugin"
+
+
+def test_traffic_counts_each_senders_busiest_second_and_repeated_recipients() -> None:
+    """What a multi-process test judges a run by, in process and at ``GET /_sandbox/traffic``;
+    with ``honour_idempotency_keys=False`` a repeated key commits again (a service that does
+    not deduplicate)."""
+    import json as json_module
+    import urllib.request
+
+    template = bizmsg.Template("order_update", ["A-1"], "en")
+    for honour, commits in ((True, 1), (False, 3)):
+        with Sandbox(honour_idempotency_keys=honour) as sandbox, sandbox.client() as client:
+            sender = client.business_phone_numbers.list().data[0].display_phone_number or ""
+            for _ in range(3):
+                client.messages.send(to="8613800000001", from_=sender, template=template,
+                                     idempotency_key="same-key")
+            client.messages.send(to="8613800000002", from_=sender, template=template)
+            traffic = sandbox.traffic()
+            digits = "".join(c for c in sender if c.isdigit())
+            assert traffic["senders"] == [{"sender": digits, "accepted": commits + 1,
+                                           "busiest_second": commits + 1, "throttled": 0}]
+            assert traffic["most_to_one_recipient"] == commits
+            assert traffic["repeated_recipients"] == (0 if honour else 1)
+            with urllib.request.urlopen(sandbox.base_url + "/_sandbox/traffic") as answer:
+                remote = json_module.load(answer)
+            assert remote["senders"] == traffic["senders"]
+            assert remote["accepted"] == sandbox.stats()["accepted"] == commits + 1

@@ -221,6 +221,7 @@ class SandboxServer:
         enforce_limits: bool,
         max_logged_requests: int | None,
         seed_data: str | None,
+        honour_idempotency_keys: bool,
     ) -> SandboxServer:
         """Starts listening before it returns. ``seed_data`` is the JSON text of a seed data
         file (its tenants replace ``tenants``)."""
@@ -272,6 +273,10 @@ class SandboxServer:
 
     def load_faults(self, text: str) -> None:
         """Queues the faults of a fault file's JSON text (raises ``ValidationError``)."""
+
+    def traffic(self) -> dict[str, Any]:
+        """Per sender: messages committed, the most in one second, throughput refusals; and
+        how many recipients got more than one message."""
 
     def stats(self) -> dict[str, int]:
         """Counts since the sandbox started."""

@@ -71,6 +71,8 @@ class Sandbox:
     number's throughput (``429`` with ``Retry-After``, code ``130429``) and new recipients past
     an account's messaging tier (failed commit ``1007``). ``max_logged_requests`` bounds the
     request log (the oldest go first) for long runs; :meth:`stats` counts everything anyway.
+    ``honour_idempotency_keys=False`` acts like a service that does not deduplicate: a
+    repeated ``Idempotency-Key`` commits a new message (to test what holds without it).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Sandbox:
         enforce_limits: bool = False,
         max_logged_requests: int | None = None,
         seed_data: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        honour_idempotency_keys: bool = True,
     ) -> None:
         data = None
         if isinstance(seed_data, Mapping):
@@ -105,6 +108,7 @@ class Sandbox:
             numbers_per_account=(int(numbers_per_account[0]), int(numbers_per_account[1])),
             delay=float(delay), enforce_limits=enforce_limits,
             max_logged_requests=max_logged_requests, seed_data=data,
+            honour_idempotency_keys=honour_idempotency_keys,
         )
         self._delay = float(delay)
         if isinstance(faults, (str, os.PathLike)):
@@ -190,6 +194,15 @@ class Sandbox:
         that went out), ``failed_commits``, ``replayed`` (answered from the Idempotency-Key
         cache) and ``throttled`` (over a number's throughput, with ``enforce_limits``)."""
         return self._server.stats()
+
+    def traffic(self) -> dict[str, Any]:
+        """What a run of many processes did: ``senders``, one dict per sender with
+        ``accepted`` (messages committed), ``busiest_second`` (the most it committed within one
+        second) and ``throttled`` (refused over its throughput, with ``enforce_limits``);
+        ``repeated_recipients`` (recipients that got more than one message) and
+        ``most_to_one_recipient``. A standalone sandbox (``bizmsg sandbox``) answers the same,
+        with :meth:`stats`' counts, at ``GET /_sandbox/traffic``."""
+        return self._server.traffic()
 
     def clear_faults(self) -> None:
         self._server.clear_faults()

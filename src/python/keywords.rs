@@ -227,6 +227,7 @@ pub(crate) struct SandboxArgs {
     pub enforce_limits: bool,
     pub max_logged_requests: Option<i64>,
     pub seed_data: Option<String>,
+    pub honour_idempotency_keys: bool,
 }
 
 impl SandboxArgs {
@@ -241,6 +242,7 @@ impl SandboxArgs {
         "enforce_limits",
         "max_logged_requests",
         "seed_data",
+        "honour_idempotency_keys",
     ];
 }
 

@@ -43,6 +43,7 @@ impl SandboxServer {
             enforce_limits,
             max_logged_requests,
             seed_data,
+            honour_idempotency_keys,
         } = keywords("SandboxServer", SandboxArgs::NAMES, options)?;
         let config = || -> Result<SandboxConfig, Error> {
             if tenants.is_empty() && seed_data.is_none() {
@@ -81,6 +82,7 @@ impl SandboxServer {
                     })?),
                 },
                 fault_seed: seed,
+                honour_idempotency_keys,
                 data: match &seed_data {
                     Some(text) => Some(
                         SeedData::from_json(text).map_err(|e| Error::validation("seed_data", e))?,
@@ -192,6 +194,26 @@ impl SandboxServer {
             FaultPlan::from_json(text).map_err(|e| to_py(py, Error::validation("faults", e)))?;
         self.sandbox.load_faults(plan);
         Ok(())
+    }
+
+    /// Per sender: messages committed, the most in one second, throughput refusals; and how
+    /// many recipients got more than one message.
+    fn traffic<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.sandbox.traffic();
+        let senders = PyList::empty(py);
+        for sender in report.senders {
+            let entry = PyDict::new(py);
+            entry.set_item("sender", sender.sender)?;
+            entry.set_item("accepted", sender.accepted)?;
+            entry.set_item("busiest_second", sender.busiest_second)?;
+            entry.set_item("throttled", sender.throttled)?;
+            senders.append(entry)?;
+        }
+        let dict = PyDict::new(py);
+        dict.set_item("senders", senders)?;
+        dict.set_item("repeated_recipients", report.repeated_recipients)?;
+        dict.set_item("most_to_one_recipient", report.most_to_one_recipient)?;
+        Ok(dict)
     }
 
     /// Counts of what the sandbox answered since it started.

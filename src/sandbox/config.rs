@@ -29,6 +29,9 @@ pub struct SandboxConfig {
     pub max_logged_requests: Option<usize>,
     /// Seeds the draws of faults with a `probability`.
     pub fault_seed: u64,
+    /// Answer a repeated `Idempotency-Key` with its first answer (the default); off, the
+    /// sandbox acts like a service that does not deduplicate: every request commits anew.
+    pub honour_idempotency_keys: bool,
     /// Accounts and numbers to serve instead of generated ones (`--seed-data`).
     pub data: Option<super::seed_data::SeedData>,
 }
@@ -46,6 +49,7 @@ impl Default for SandboxConfig {
             enforce_limits: false,
             max_logged_requests: None,
             fault_seed: 0,
+            honour_idempotency_keys: true,
             data: None,
         }
     }

@@ -18,6 +18,7 @@ mod send;
 mod server;
 mod state;
 mod store;
+mod traffic;
 
 pub use config::SandboxConfig;
 pub use fault_file::FaultPlan;
@@ -25,6 +26,7 @@ pub use faults::{Fault, Route};
 pub use log::RecordedRequest;
 pub use seed_data::SeedData;
 pub use server::Sandbox;
+pub use traffic::{SenderTraffic, TrafficReport};
 
 /// What a sandbox answered since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -41,8 +41,12 @@ enum Reply {
     Cut,
 }
 
+/// Not the service's: what the sandbox saw (`GET`, no token: it only reports counts).
+pub(crate) const TRAFFIC_PATH: &str = "/_sandbox/traffic";
+
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route(TRAFFIC_PATH, get(traffic))
         .route(SEND_PATH, post(send_message).fallback(wrong_method))
         .route(ACCOUNTS_PATH, get(business_accounts).fallback(wrong_method))
         .route(
@@ -51,6 +55,37 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         )
         .fallback(no_route)
         .with_state(shared)
+}
+
+/// The counts and the per-sender traffic, as JSON: for a test that runs the sandbox in another
+/// process (`bizmsg sandbox`). Not recorded as a request.
+async fn traffic(State(shared): State<Arc<Shared>>) -> Response {
+    let stats = shared.stats.snapshot();
+    let report = shared.traffic.report();
+    let senders: Vec<serde_json::Value> = report
+        .senders
+        .iter()
+        .map(|sender| {
+            json!({
+                "sender": sender.sender,
+                "accepted": sender.accepted,
+                "busiest_second": sender.busiest_second,
+                "throttled": sender.throttled,
+            })
+        })
+        .collect();
+    let body = json!({
+        "requests": stats.requests,
+        "sends": stats.sends,
+        "accepted": stats.accepted,
+        "failed_commits": stats.failed_commits,
+        "replayed": stats.replayed,
+        "throttled": stats.throttled,
+        "senders": senders,
+        "repeated_recipients": report.repeated_recipients,
+        "most_to_one_recipient": report.most_to_one_recipient,
+    });
+    Answer::json(StatusCode::OK, &body).into_response(&Uuid::new_v4().to_string())
 }
 
 async fn send_message(State(shared): State<Arc<Shared>>, request: Request) -> Response {

@@ -28,6 +28,11 @@ struct SendResult {
     msg: String,
 }
 
+/// A string field of the request body.
+fn text_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
+    body.get(name).and_then(Value::as_str)
+}
+
 /// A business validation failure: its documented code and the explanation.
 type Failure = (&'static str, String);
 
@@ -55,7 +60,8 @@ pub(crate) fn send(shared: &Shared, tenant: usize, headers: &HeaderMap, body: &[
         }
     };
     let key = match idempotency_key(headers) {
-        Ok(key) => key,
+        // Checked even when not honoured: a malformed key is still a bad request.
+        Ok(key) => key.filter(|_| shared.honour_idempotency_keys),
         Err(refusal) => return refusal,
     };
     let Some(data) = store.tenant(tenant) else {
@@ -97,6 +103,9 @@ pub(crate) fn send(shared: &Shared, tenant: usize, headers: &HeaderMap, body: &[
     let checked = match checked {
         Err(Refusal::Throttled(answer)) => {
             shared.stats.count(&shared.stats.throttled);
+            if let Some(from) = text_field(&body, "from") {
+                shared.traffic.throttled(from);
+            }
             return answer;
         }
         Err(Refusal::Failed(code, msg)) => Err((code, msg)),
@@ -130,6 +139,11 @@ pub(crate) fn send(shared: &Shared, tenant: usize, headers: &HeaderMap, body: &[
     } else {
         &shared.stats.failed_commits
     });
+    if result.sms_id.is_some() {
+        if let (Some(from), Some(to)) = (text_field(&body, "from"), text_field(&body, "to")) {
+            shared.traffic.committed(from, to);
+        }
+    }
     if let Some(key) = key {
         ledger.remember(
             tenant,

@@ -124,6 +124,11 @@ impl Sandbox {
     }
 
     /// Counts of what the sandbox answered since it started.
+    /// Per sender and recipient: what a run of many processes did (see `traffic.rs`).
+    pub fn traffic(&self) -> super::TrafficReport {
+        self.shared.traffic.report()
+    }
+
     pub fn stats(&self) -> super::SandboxStats {
         self.shared.stats.snapshot()
     }

@@ -12,6 +12,7 @@ use super::limits::Limits;
 use super::log::RequestLog;
 use super::seed;
 use super::store::Store;
+use super::traffic::Traffic;
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
@@ -21,6 +22,10 @@ pub(crate) struct Shared {
     /// The platform's limits, when enforced.
     pub(crate) limits: Option<Limits>,
     pub(crate) stats: Stats,
+    pub(crate) traffic: Traffic,
+    /// Answer a repeated `Idempotency-Key` with the first answer (as the spec's service does);
+    /// off, every request commits anew (a service that does not deduplicate).
+    pub(crate) honour_idempotency_keys: bool,
     delay: Mutex<Duration>,
 }
 
@@ -38,6 +43,8 @@ impl Shared {
             faults: FaultQueue::new(config.fault_seed),
             limits: config.enforce_limits.then(Limits::default),
             stats: Stats::default(),
+            traffic: Traffic::default(),
+            honour_idempotency_keys: config.honour_idempotency_keys,
             delay: Mutex::new(config.delay),
         }
     }

@@ -52,6 +52,9 @@ def add_sandbox(commands: Subcommands, common: argparse.ArgumentParser) -> None:
                               "(STANDARD 80/s, HIGH 1000/s) is answered 429 with Retry-After, "
                               "a new recipient past the account's messaging tier is a failed "
                               "commit (code 1007)")
+    sandbox.add_argument("--no-idempotency", action="store_true",
+                         help="act like a service that does not deduplicate: a repeated "
+                              "Idempotency-Key commits a new message")
     sandbox.add_argument("--max-logged-requests", type=int_in(0, None), metavar="N",
                          help="keep only the last N requests in memory (0: none), for long "
                               "runs; the counts printed on exit cover every request "
@@ -70,6 +73,7 @@ def _sandbox(args: argparse.Namespace) -> int:
             accounts_per_tenant=3 if args.accounts is None else args.accounts,
             tenants=args.tenant or ("acme", "globex"), enforce_limits=args.enforce_limits,
             max_logged_requests=args.max_logged_requests, seed_data=args.seed_data,
+            honour_idempotency_keys=not args.no_idempotency,
         )
     except OSError as error:
         raise CommandError(EXIT_USAGE, f"--seed-data {args.seed_data}: cannot read it: "
