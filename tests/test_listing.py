@@ -369,6 +369,6 @@ async def test_async_raw_list_errors_and_values_match_sync(
     sandbox.inject("business_phone_numbers", status=200, body='{"data": [1]}')
     with pytest.raises(bizmsg.DecodeError, match="not a JSON object"):
         await aclient.business_phone_numbers.list(raw=True, max_retries=0)
-    body = '{"data": null, "pages": "3", "extra": {"k": [1, 2.5, null]}}'
+    body = '{"data": [], "pages": "3", "extra": {"k": [1, 2.5, null]}}'
     sandbox.inject("business_phone_numbers", status=200, body=body)
     assert await aclient.business_phone_numbers.list(raw=True) == json.loads(body)

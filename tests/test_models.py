@@ -351,12 +351,13 @@ def test_has_next_page_rules(envelope: dict[str, Any], count: int, expected: boo
     assert len(page) == count
 
 
-def test_page_with_null_data_keeps_it() -> None:
-    page = bizmsg.Page.from_dict({"data": None, "total": 0})
-    assert page.data == [] and page.total == 0 and page.pages is None
-    assert (page.size, page.current) == (20, 1)
-    assert page.to_dict() == {"data": None, "total": 0}
-    assert page.has_next_page() is False
+def test_a_page_without_a_data_list_is_a_decode_error() -> None:
+    # Issue 17, item 6: read as an empty page, it would end a listing early without a word.
+    for wire in ({"data": None, "total": 0}, {}, {"smsId": "s", "code": "0"}):
+        with pytest.raises(bizmsg.DecodeError, match="data"):
+            bizmsg.Page.from_dict(wire)
+    page = bizmsg.Page.from_dict({"data": [], "total": 0})
+    assert page.data == [] and page.total == 0 and page.has_next_page() is False
 
 
 def test_page_from_dict_picks_the_item_model() -> None:

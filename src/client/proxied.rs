@@ -67,7 +67,21 @@ impl ProxiedTransport {
                 client
             }
         };
-        send_proxied(&client, request, limit).await
+        match send_proxied(&client, request, limit).await {
+            Err(Untrusted::Connection(error)) => {
+                // Its connection is out of step or may be: hyper would keep it in the pool,
+                // so the pool goes (the next call makes a new one). Rare: hostile answers only.
+                self.clients.with(Vec::clear);
+                Err(error)
+            }
+            Err(Untrusted::Call(error)) => Err(error),
+            Ok((reply, reusable)) => {
+                if !reusable {
+                    self.clients.with(Vec::clear);
+                }
+                Ok(reply)
+            }
+        }
     }
 
     pub(crate) fn close(&self) {
@@ -75,14 +89,45 @@ impl ProxiedTransport {
     }
 }
 
-async fn send_proxied(client: &reqwest::Client, request: Outgoing, limit: u64) -> Result<Reply> {
+/// Why a proxied call failed, and whether its connection can no longer be trusted.
+enum Untrusted {
+    Call(Error),
+    /// The answer could not be trusted, nor the connection it came on.
+    Connection(Error),
+}
+
+impl From<Error> for Untrusted {
+    fn from(error: Error) -> Self {
+        Untrusted::Call(error)
+    }
+}
+
+/// The answer, and whether its connection may be reused.
+async fn send_proxied(
+    client: &reqwest::Client,
+    request: Outgoing,
+    limit: u64,
+) -> std::result::Result<(Reply, bool), Untrusted> {
     let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
         .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
     let response = client.execute(request).await.map_err(reqwest_error)?;
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
+    // Judged as the direct transport judges them (`direct/codec.rs`): a status that is no
+    // HTTP status, or a 101 no request asked for, is no answer; an HTTP/1.1 answer framed
+    // by both Content-Length and Transfer-Encoding leaves its connection out of step.
+    let status = parts.status.as_u16();
+    if !(100..=599).contains(&status) || status == 101 {
+        return Err(Untrusted::Connection(Error::ConnectionBroken(format!(
+            "the answer's status {status} is not one to read (no request asked to switch \
+             protocols; HTTP statuses are 100 to 599)"
+        ))));
+    }
+    let both_framings = parts.headers.contains_key(http::header::CONTENT_LENGTH)
+        && parts.headers.contains_key(http::header::TRANSFER_ENCODING);
     let declared = http_body::Body::size_hint(&body).exact();
     let (body, oversized) = read_limited(&mut body, declared, limit).await?;
+
     let text = |name| {
         parts
             .headers
@@ -90,13 +135,16 @@ async fn send_proxied(client: &reqwest::Client, request: Outgoing, limit: u64) -
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned)
     };
-    Ok(Reply {
+    let reply = Reply {
         status: parts.status.as_u16(),
         request_id: text(http::HeaderName::from_static("x-request-id")),
         retry_after: text(http::header::RETRY_AFTER),
         body,
         oversized,
-    })
+    };
+    // The answer stands (Transfer-Encoding wins, RFC 9112 6.3); only its connection is not
+    // reused, as a direct one would not be.
+    Ok((reply, !both_framings))
 }
 
 impl ProxiedSettings {

@@ -227,15 +227,14 @@ pub(crate) fn json_to_py<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'p
     })
 }
 
-/// Whether `object` is a page envelope as the listings read it: a dict whose `data`, when
-/// present and not None, is a list of dicts (the counts are read leniently, never refused).
+/// Whether `object` is a page envelope as the listings read it: a dict whose `data` is a list
+/// of dicts (the counts are read leniently, never refused).
 pub(crate) fn is_page_envelope(object: &Bound<'_, PyAny>) -> bool {
     let Ok(envelope) = object.cast::<PyDict>() else {
         return false;
     };
     match envelope.get_item(intern!(object.py(), "data")) {
-        Ok(None) => true,
-        Ok(Some(data)) if data.is_none() => true,
+        Ok(None) => false,
         Ok(Some(data)) => data
             .cast::<PyList>()
             .is_ok_and(|items| items.iter().all(|item| item.is_instance_of::<PyDict>())),

@@ -307,15 +307,15 @@ fn injected(status: u16, body: Option<&str>) -> Answer {
     }
 }
 
-/// A JSON object of exactly `size` bytes (`{"pad":"xxx..."}`; shorter sizes get a prefix of it),
-/// for answers larger than a client accepts.
+/// A JSON object of exactly `size` bytes, `{"data":[],"pad":"xxx..."}` (an empty page, padded;
+/// shorter sizes get a prefix of it), for answers larger than a client accepts.
 fn padded_body(size: usize) -> Vec<u8> {
-    const FRAME: &[u8] = b"{\"pad\":\"\"}";
+    const FRAME: &[u8] = b"{\"data\":[],\"pad\":\"\"}";
     if size < FRAME.len() {
         return FRAME.get(..size).unwrap_or_default().to_vec();
     }
     let mut body = Vec::with_capacity(size);
-    body.extend_from_slice(b"{\"pad\":\"");
+    body.extend_from_slice(b"{\"data\":[],\"pad\":\"");
     body.resize(size - 2, b'x');
     body.extend_from_slice(b"\"}");
     body

@@ -2,9 +2,12 @@
 
 use bytes::Bytes;
 
+use jiter::Peek;
+
 use super::json::{RawJson, Reader};
 use super::model::objects;
 use super::FromWire;
+use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
@@ -42,6 +45,7 @@ impl<T: FromWire> Page<T> {
             wire: RawJson::default(),
         };
         let (mut size, mut current) = (None, None);
+        let mut has_data = false;
         #[derive(Clone, Copy)]
         enum Field {
             Data,
@@ -62,7 +66,18 @@ impl<T: FromWire> Page<T> {
         let mut key = reader.object(what, field)?;
         while let Some(name) = key {
             match name {
-                Field::Data => page.data = objects(&mut reader, what, "page data")?,
+                Field::Data => {
+                    if reader.peek(what)? == Peek::Null {
+                        let start = reader.position();
+                        reader.skip(what)?;
+                        return Err(Error::Decode {
+                            message: format!("{source}: the page's \"data\" is null, not a list"),
+                            snippet: reader.raw_since(start).snippet(),
+                        });
+                    }
+                    page.data = objects(&mut reader, what, "page data")?;
+                    has_data = true;
+                }
                 Field::Total => page.total = reader.integer(what)?,
                 Field::Size => size = reader.integer(what)?,
                 Field::Current => current = reader.integer(what)?,
@@ -73,6 +88,14 @@ impl<T: FromWire> Page<T> {
         }
         page.wire = reader.raw_since(start);
         reader.finish(what)?;
+        if !has_data {
+            // Not a page (an empty object, a send result...): read as an empty one, it would
+            // end a listing early without a word.
+            return Err(Error::Decode {
+                message: format!("{source}: the answer has no \"data\" list, so it is not a page"),
+                snippet: page.wire.snippet(),
+            });
+        }
         page.size = size.unwrap_or(requested.1);
         page.current = current.unwrap_or(requested.0);
         Ok(page)
@@ -157,8 +180,6 @@ mod tests {
             r#"{{"data": [{one}], "total": "3", "pages": "2", "current": "1"}}"#
         ));
         assert_eq!(numeric_strings.pages, Some(2));
-        let null_data = page(r#"{"data": null, "total": 0}"#);
-        assert!(null_data.data.is_empty());
     }
 
     #[test]
@@ -180,6 +201,10 @@ mod tests {
             r#"{"data": [1]}"#,
             "[]",
             r#"{"data": []} []"#,
+            // Issue 17, item 6: not a page at all, read as an empty one it ended a listing.
+            "{}",
+            r#"{"data": null, "total": 0}"#,
+            r#"{"smsId": "s", "status": "ACCEPTED", "code": "0", "msg": "success"}"#,
         ] {
             assert!(
                 Page::<BusinessPhoneNumber>::from_json(Bytes::from(text), (1, 1)).is_err(),

@@ -16,6 +16,12 @@ use http::{HeaderName, HeaderValue, Method};
 pub(crate) const MAX_HEAD: usize = 256 * 1024;
 /// Headers in one answer head (hyper's default too); more is refused.
 const MAX_HEADERS: usize = 100;
+/// Bytes of chunk extensions (and padding) in one body, all chunk-size lines together; more
+/// is refused (hyper's limit too): they carry nothing the client uses, and a server could
+/// otherwise send them without end.
+const MAX_CHUNK_EXTENSIONS: u64 = 16 * 1024;
+/// Bytes of trailer fields after a chunked body; more is refused (hyper's limit too).
+const MAX_TRAILERS: usize = 16 * 1024;
 
 /// Appends `method target HTTP/1.1`, `headers`, `host` and the body's framing to `out`.
 /// Framing and host headers in `headers` are skipped: the client owns them (they are refused
@@ -136,6 +142,13 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
         Err(e) => return Err(Malformed(format!("the answer is not valid HTTP/1.1: {e}"))),
     };
     let status = response.code.unwrap_or_default();
+    if !(100..=599).contains(&status) {
+        // httparse reads any three digits: 099, 000 and 600 are not HTTP statuses, and an
+        // answer that carries one cannot be judged.
+        return Err(Malformed(format!(
+            "the answer's status {status:03} is not an HTTP status (100 to 599)"
+        )));
+    }
     if status == 101 {
         // Never asked for (no request carries Upgrade): the connection is no longer HTTP.
         return Err(Malformed(
@@ -195,6 +208,14 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
             retry_after = text(header.value);
         }
     }
+    if transfer_encoding && !http11 {
+        // RFC 9112 6.1: no Transfer-Encoding in an answer to HTTP/1.0 terms; its framing
+        // cannot be trusted (chunked or not), so the answer is not read as one.
+        return Err(Malformed(
+            "the answer is HTTP/1.0 with Transfer-Encoding, a framing that cannot be trusted"
+                .to_owned(),
+        ));
+    }
     let framing = if *request == Method::HEAD || status == 204 || status == 304 || status < 200 {
         Framing::Empty
     } else if transfer_encoding {
@@ -213,9 +234,9 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
     let keep_alive = !close
         && (http11 || keep_alive_header)
         && framing != Framing::UntilClose
-        // A message with both is a sign of request smuggling, and an HTTP/1.0 message with
-        // Transfer-Encoding has faulty framing: neither is reused (RFC 9112 6.1, 6.3).
-        && !(transfer_encoding && (length.is_some() || !http11));
+        // A message with both is a sign of request smuggling: its connection is not reused
+        // (RFC 9112 6.1, 6.3).
+        && !(transfer_encoding && length.is_some());
     Ok(Some(Head {
         status,
         len,
@@ -235,6 +256,14 @@ fn text(value: &[u8]) -> Option<String> {
 #[derive(Debug, Default)]
 pub(crate) struct Chunked {
     state: ChunkState,
+    /// Bytes of the body as they came on the wire (framing, extensions, trailers included):
+    /// what `max_response_bytes` counts, so padding cannot make a body read without end.
+    wire: u64,
+    /// Bytes of chunk-size lines beyond their sizes (extensions, padding), for the body.
+    extensions: u64,
+    /// Bytes of the trailer section already known to hold no blank line (a trailer section
+    /// that comes slowly is scanned once, not again from its start at every read).
+    trailers_scanned: usize,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +281,11 @@ enum ChunkState {
 }
 
 impl Chunked {
+    /// The body's bytes on the wire so far (see `wire`).
+    pub(crate) fn wire_bytes(&self) -> u64 {
+        self.wire
+    }
+
     /// Moves what `input` holds of the body into `out`, consuming it from `input`: `Ok(true)`
     /// once the body is complete (anything after it is left in `input`), `Ok(false)` when more
     /// bytes are needed. Stops early once `out` holds more than `limit` bytes.
@@ -265,6 +299,16 @@ impl Chunked {
             match self.state {
                 ChunkState::Size => match httparse::parse_chunk_size(input) {
                     Ok(httparse::Status::Complete((used, size))) => {
+                        let digits = input.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+                        // The line's own CRLF and size digits are its due; the rest is
+                        // extension or padding.
+                        self.extensions += used.saturating_sub(digits + 2) as u64;
+                        if self.extensions > MAX_CHUNK_EXTENSIONS {
+                            return Err(Malformed(format!(
+                                "the answer's chunk extensions pass {MAX_CHUNK_EXTENSIONS} bytes"
+                            )));
+                        }
+                        self.wire += used as u64;
                         input.advance(used);
                         self.state = if size == 0 {
                             ChunkState::Trailers
@@ -290,6 +334,7 @@ impl Chunked {
                     }
                     let take = usize::try_from(left).unwrap_or(usize::MAX).min(input.len());
                     out.extend_from_slice(input.split_to(take).as_ref());
+                    self.wire += take as u64;
                     let left = left - take as u64;
                     self.state = if left == 0 {
                         ChunkState::DataEnd
@@ -310,19 +355,45 @@ impl Chunked {
                         ));
                     }
                     input.advance(2);
+                    self.wire += 2;
                     self.state = ChunkState::Size;
                 }
                 ChunkState::Trailers => {
+                    // Parsed once their end may be there: an empty section (the blank line at
+                    // once) or a blank line past what was scanned before.
+                    let ends = input.starts_with(b"\r\n")
+                        || input.starts_with(b"\n")
+                        || may_end_head(input, self.trailers_scanned);
+                    if !ends {
+                        if input.len() > MAX_TRAILERS {
+                            return Err(Malformed(format!(
+                                "the answer's trailers pass {MAX_TRAILERS} bytes"
+                            )));
+                        }
+                        self.trailers_scanned = input.len();
+                        return Ok(false);
+                    }
                     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
                     match httparse::parse_headers(input, &mut fields) {
-                        Ok(httparse::Status::Complete((used, _))) => {
+                        Ok(httparse::Status::Complete((used, _))) if used <= MAX_TRAILERS => {
+                            self.wire += used as u64;
                             input.advance(used);
                             self.state = ChunkState::Done;
                         }
-                        Ok(httparse::Status::Partial) if input.len() >= MAX_HEAD => {
-                            return Err(Malformed("the answer's trailers are too large".to_owned()))
+                        Ok(httparse::Status::Complete(_)) => {
+                            return Err(Malformed(format!(
+                                "the answer's trailers pass {MAX_TRAILERS} bytes"
+                            )))
                         }
-                        Ok(httparse::Status::Partial) => return Ok(false),
+                        Ok(httparse::Status::Partial) if input.len() > MAX_TRAILERS => {
+                            return Err(Malformed(format!(
+                                "the answer's trailers pass {MAX_TRAILERS} bytes"
+                            )))
+                        }
+                        Ok(httparse::Status::Partial) => {
+                            self.trailers_scanned = input.len();
+                            return Ok(false);
+                        }
                         Err(e) => {
                             return Err(Malformed(format!(
                                 "the answer's trailers are invalid: {e}"
@@ -364,6 +435,7 @@ pub(crate) fn check_any_answer(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use http::HeaderValue;
     use proptest::prelude::*;
@@ -456,11 +528,6 @@ mod tests {
                 Framing::Length(2),
                 true,
             ),
-            (
-                "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
-                Framing::Chunked,
-                false,
-            ),
         ];
         for (text, framing, reusable) in cases {
             let parsed = head(text).ok().flatten().map(|h| (h.framing, h.keep_alive));
@@ -505,6 +572,13 @@ mod tests {
             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
             "SMTP ready\r\n\r\n",
+            // Issue 17, item 3: three digits that are no HTTP status.
+            "HTTP/1.1 099 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 000 OK\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 600 Odd\r\nContent-Length: 0\r\n\r\n",
+            // Issue 17, item 8: an HTTP/1.0 answer's Transfer-Encoding cannot be trusted.
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
             assert!(head(bad).is_err(), "{bad:?} was accepted");
         }
@@ -556,6 +630,36 @@ mod tests {
         let (out, done, _) =
             decode_all(b"5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n", &[64], 7).unwrap_or_default();
         assert!(!done && out.len() > 7 && out.len() <= 10, "{out:?}");
+    }
+
+    /// Issue 17, item 5: extensions and padding of chunk-size lines are capped per body, the
+    /// trailers too, and the wire bytes of a body are counted (what max_response_bytes caps).
+    #[test]
+    fn extensions_trailers_and_wire_bytes_are_bounded() {
+        let extended: Vec<u8> = (0..20)
+            .flat_map(|_| {
+                let mut chunk = b"1;".to_vec();
+                chunk.extend(std::iter::repeat_n(b'e', 996));
+                chunk.extend_from_slice(b"\r\nx\r\n");
+                chunk
+            })
+            .collect();
+        let refused = decode_all(&extended, &[4096], u64::MAX).unwrap_err();
+        assert!(refused.0.contains("chunk extensions"), "{}", refused.0);
+        // Small extensions, as servers send them, stay fine.
+        assert!(decode_all(b"1;a=1\r\nx\r\n0;b\r\n\r\n", &[3], u64::MAX).is_ok());
+        let mut trailers = b"0\r\n".to_vec();
+        for n in 0..2000 {
+            trailers.extend_from_slice(format!("x-{n}: v\r\n").as_bytes());
+        }
+        trailers.extend_from_slice(b"\r\n");
+        let refused = decode_all(&trailers, &[7], u64::MAX).unwrap_err();
+        assert!(refused.0.contains("trailers pass"), "{}", refused.0);
+        let mut decoder = Chunked::default();
+        let mut input = BytesMut::from(&b"5\r\nhello\r\n0\r\nt: 1\r\n\r\n"[..]);
+        let mut out = BytesMut::new();
+        assert_eq!(decoder.decode(&mut input, &mut out, u64::MAX), Ok(true));
+        assert_eq!(decoder.wire_bytes(), 21);
     }
 
     proptest! {

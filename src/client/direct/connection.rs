@@ -369,8 +369,23 @@ impl Conn {
                     if done {
                         break (out.freeze(), None);
                     }
+                    // The cap counts the body's bytes on the wire (padding and extensions
+                    // included), not only the decoded ones.
                     if out.len() as u64 > limit {
                         break cut_at(out, limit);
+                    }
+                    if decoder.wire_bytes() > limit {
+                        // Padding or extensions passed the cap before the body did: what was
+                        // read is what the error reports.
+                        let seen = decoder.wire_bytes();
+                        let (body, _) = cut_at(out, limit);
+                        break (
+                            body,
+                            Some(Oversized {
+                                size: seen,
+                                declared: false,
+                            }),
+                        );
                     }
                     if self.fill(READ_CHUNK).await? == 0 {
                         return Err(cut());
