@@ -77,6 +77,11 @@ pub enum Error {
     Timeout(String),
     /// The connection was reset or closed while the request or response was in flight.
     ConnectionBroken(String),
+    /// A reused connection ended (closed or reset) after the request was written and before
+    /// one byte of an answer: the keep-alive race, where the server closed an idle connection
+    /// as the request went out (most likely unread, but it cannot be known). Raised in
+    /// Python as `ConnectionBrokenError`.
+    StaleConnection(String),
     /// A send may or may not have been processed; it was not retried.
     SendOutcomeUnknown(Box<UnknownOutcome>),
     /// The service answered with a non-2xx status.
@@ -138,6 +143,11 @@ impl fmt::Display for Error {
             Error::Connect(message) => write!(f, "could not connect: {message}"),
             Error::Timeout(message) => write!(f, "timed out: {message}"),
             Error::ConnectionBroken(message) => write!(f, "connection broken: {message}"),
+            Error::StaleConnection(message) => write!(
+                f,
+                "connection broken: a reused connection ended before any answer (the server \
+                 closed it as the request went out): {message}"
+            ),
             Error::SendOutcomeUnknown(unknown) => write!(
                 f,
                 "the message to {} (template {:?}) may or may not have been sent: {}; it was not \

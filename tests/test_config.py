@@ -592,3 +592,24 @@ def test_closing_a_with_options_handle_leaves_its_parent_open(sandbox: Sandbox) 
 def test_header_values_with_tabs_or_outer_whitespace_are_refused(value: str) -> None:
     with pytest.raises(bizmsg.ConfigurationError, match="X-Custom"):
         bizmsg.Client("t", base_url="https://api.example.com", default_headers={"X-Custom": value})
+
+
+@pytest.mark.parametrize("name", ["Upgrade", "Expect", "TE", "Trailer", "Keep-Alive",
+                                  "Proxy-Authorization", "Proxy-Connection"])
+def test_headers_that_change_the_exchange_cannot_be_set(name: str) -> None:
+    """Issue 17, item 8: a header asking for another exchange than one request and its answer
+    (a protocol switch, an interim answer, trailers) belongs to the HTTP client."""
+    with pytest.raises(bizmsg.ConfigurationError, match="HTTP client owns"):
+        bizmsg.Client("t", base_url="https://api.example.com", default_headers={name: "x"})
+    client = bizmsg.Client("t", base_url="https://api.example.com")
+    with pytest.raises(bizmsg.ConfigurationError, match="HTTP client owns"):
+        client.with_options(headers={name: "x"})
+
+
+def test_the_direct_transport_forced_with_a_proxy_is_refused(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17, item 8: ``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word."""
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "direct")
+    with pytest.raises(bizmsg.ConfigurationError, match="proxy"):
+        bizmsg.Client("t", base_url="https://api.example.com", proxy="http://127.0.0.1:3128")

@@ -141,6 +141,7 @@ def _native_client(
     allow_insecure_http: bool,
     max_response_bytes: int,
     shared_limits: str | None,
+    idempotent_sends: bool,
 ) -> _native.NativeClient:
     token, base_url, resolved = _resolve(token, base_url, timeout)
     if not is_async and callable(token) and _is_async_callable(token):
@@ -164,6 +165,7 @@ def _native_client(
         allow_insecure_http=allow_insecure_http,
         max_response_bytes=max_response_bytes,
         shared_limits=_shared_limits(shared_limits),
+        idempotent_sends=bool(idempotent_sends),
     )
 
 
@@ -186,7 +188,10 @@ class Client(_BaseClient):
     what the sandbox answers; compared as strings). ``shared_limits`` (default
     ``$BIZMSG_SHARED_LIMITS``) is a Redis URL (``redis://`` or ``rediss://``, a password in it
     if the server needs one): every client, in any process or host, given the same store
-    shares its senders' pace, pauses, pair spacing and tier counts.
+    shares its senders' pace, pauses, pair spacing and tier counts. ``idempotent_sends=True``
+    says the service deduplicates sends by ``Idempotency-Key`` (the sandbox does): a send whose
+    reused connection the server closed as it went out (the keep-alive race) is then sent again
+    once, with its key, instead of raising :class:`SendOutcomeUnknownError`.
     """
 
     __slots__ = ("messages", "business_accounts", "business_phone_numbers")
@@ -209,12 +214,14 @@ class Client(_BaseClient):
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         shared_limits: str | None = None,
+        idempotent_sends: bool = False,
     ) -> None:
         self._attach(_native_client(
             token, is_async=False, base_url=base_url, timeout=timeout, max_retries=max_retries,
             success_codes=success_codes, default_headers=default_headers, on_retry=on_retry,
             proxy=proxy, verify=verify, allow_insecure_http=allow_insecure_http,
             max_response_bytes=max_response_bytes, shared_limits=shared_limits,
+            idempotent_sends=idempotent_sends,
         ))
 
     def _attach(self, native: _native.NativeClient) -> None:
@@ -268,12 +275,14 @@ class AsyncClient(_BaseClient):
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         shared_limits: str | None = None,
+        idempotent_sends: bool = False,
     ) -> None:
         self._attach(_native_client(
             token, is_async=True, base_url=base_url, timeout=timeout, max_retries=max_retries,
             success_codes=success_codes, default_headers=default_headers, on_retry=on_retry,
             proxy=proxy, verify=verify, allow_insecure_http=allow_insecure_http,
             max_response_bytes=max_response_bytes, shared_limits=shared_limits,
+            idempotent_sends=idempotent_sends,
         ))
 
     def _attach(self, native: _native.NativeClient) -> None:

@@ -46,6 +46,7 @@ class NativeClient:
         allow_insecure_http: bool,
         max_response_bytes: int,
         shared_limits: str | None,
+        idempotent_sends: bool,
     ) -> NativeClient:
         """Validates the configuration (raises ``ConfigurationError``) and builds the pool."""
 
@@ -66,6 +67,8 @@ class NativeClient:
         resend_unknown: bool,
         enforce_tier: bool,
         lease: float | None,
+        unreachable_after: int | None,
+        unreachable_for: float,
         timeout: Any,
         max_retries: int | None,
     ) -> CampaignRun:

@@ -92,6 +92,7 @@ impl Client {
                     url,
                     body: None,
                     send: None,
+                    progress: None,
                 },
                 call,
             )

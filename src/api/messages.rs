@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-use crate::client::{CallOptions, Client, Operation, Response, SendContext};
+use crate::client::{CallOptions, Client, Operation, Response, SendContext, SendProgress};
 use crate::error::{Error, Rejected, Result};
 use crate::validate;
 use crate::wire::{FromWire, SendRequest, SendResult, TemplateRequest};
@@ -87,7 +87,7 @@ impl Client {
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
         self.take_shared_slot(&request.from, call).await?;
-        self.send_encoded(&Arc::new(request), body, idempotency_key, call)
+        self.send_encoded(&Arc::new(request), body, idempotency_key, call, None)
             .await
     }
 
@@ -99,6 +99,7 @@ impl Client {
         body: Bytes,
         idempotency_key: String,
         call: &CallOptions,
+        progress: Option<&Arc<SendProgress>>,
     ) -> Result<Response<SendResult>> {
         validate::idempotency_key(&idempotency_key)?;
         let send = SendContext {
@@ -110,6 +111,7 @@ impl Client {
             url: self.endpoints().send.clone(),
             body: Some(body),
             send: Some(send),
+            progress: progress.cloned(),
         };
         let answer = self.execute(&operation, call).await?;
         let Some(send) = &operation.send else {

@@ -26,7 +26,7 @@ use super::journal::{
 };
 use super::keys::KeySource;
 use super::message::Input;
-use super::outcome::Outcome;
+use super::outcome::{Outcome, Status};
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
 use super::senders::{Account, Directory, SenderPolicy};
 use crate::client::{Client, Gate};
@@ -48,6 +48,10 @@ struct Engine<P> {
     concurrency: usize,
     stop_on_error: bool,
     enforce_tier: bool,
+    breaker: Breaker,
+    /// What the messages left waiting are told when the campaign stopped for a reason of its
+    /// own (the breaker); else the usual note.
+    stop_note: Option<String>,
     events: mpsc::UnboundedSender<Event<P>>,
     control: Arc<Control>,
     /// Only to be woken when the state changes; the state itself is read from `control`.
@@ -70,6 +74,96 @@ struct Engine<P> {
     failure: Option<Error>,
     /// How many times the send queue was emptied by a stop (claims made before are ignored).
     drained: u64,
+}
+
+/// The breaker: counts the messages in a row that could not reach the service. Once enough
+/// did, it lets one message at a time go (a probe: an answer closes it again), and trips when
+/// nothing answered for its window, so a dead service costs a few messages, not the input,
+/// and a service back within the window trips nothing.
+struct Breaker {
+    after: Option<u32>,
+    window: Duration,
+    in_a_row: u32,
+    /// The last answer of the service (or the campaign's start).
+    last_answer: std::time::Instant,
+    last_failure: String,
+    /// When the last message that could not reach the service finished, and which it was.
+    failed_at: std::time::Instant,
+    last_failed: Option<u64>,
+}
+
+impl Breaker {
+    fn new(after: Option<u32>, window: Duration) -> Self {
+        Breaker {
+            after,
+            window,
+            in_a_row: 0,
+            last_answer: std::time::Instant::now(),
+            last_failure: String::new(),
+            failed_at: std::time::Instant::now(),
+            last_failed: None,
+        }
+    }
+
+    /// When an open breaker lets its next probe go: a few per window, not as fast as a
+    /// refused connection fails.
+    fn next_probe(&self) -> std::time::Instant {
+        self.failed_at + self.window / 5
+    }
+
+    /// Counts a finished send.
+    fn count<P>(&mut self, outcome: &Outcome<P>) {
+        match (&outcome.status, &outcome.error) {
+            // Never reached the service: each went through its retries already.
+            (
+                Status::Failed,
+                Some(error @ (Error::Connect(_) | Error::Timeout(_) | Error::ConnectionBroken(_))),
+            ) => {
+                self.in_a_row = self.in_a_row.saturating_add(1);
+                self.last_failure = error.to_string();
+                self.failed_at = std::time::Instant::now();
+                self.last_failed = Some(outcome.index);
+            }
+            (Status::Sent | Status::Rejected | Status::Unknown, _) => {
+                self.in_a_row = 0;
+                self.last_answer = std::time::Instant::now();
+            }
+            _ => {}
+        }
+    }
+
+    /// Enough messages in a row failed: one at a time goes until an answer comes.
+    fn is_open(&self) -> bool {
+        self.after.is_some_and(|after| self.in_a_row >= after)
+    }
+
+    /// When an open breaker next has something to do: trip, or let a probe go.
+    fn wakes_at(&self) -> Option<std::time::Instant> {
+        self.is_open()
+            .then(|| (self.last_answer + self.window).min(self.next_probe()))
+    }
+
+    /// Why the campaign stops, once open and quiet for the window.
+    fn tripped(&self) -> Option<String> {
+        let quiet = self.last_answer.elapsed();
+        (self.is_open() && quiet >= self.window).then(|| {
+            format!(
+                "the service is unreachable: {} messages in a row could not reach it, and \
+                 nothing answered for {:.0}s (last: {})",
+                self.in_a_row,
+                quiet.as_secs_f64(),
+                self.last_failure
+            )
+        })
+    }
+}
+
+/// Sleeps until `when` (forever when there is none).
+async fn sleep_until_some(when: Option<std::time::Instant>) {
+    match when {
+        Some(when) => tokio::time::sleep_until(when.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Claims being made, and the queue they were made for.
@@ -183,6 +277,8 @@ impl<P: Send + 'static> Engine<P> {
             concurrency: options.concurrency,
             stop_on_error: options.stop_on_error,
             enforce_tier: options.enforce_tier,
+            breaker: Breaker::new(options.unreachable_after, options.unreachable_for),
+            stop_note: None,
             admission: Admission::new(keys, options.dedupe, options.resend_unknown, senders),
             events,
             control,
@@ -282,6 +378,10 @@ impl<P: Send + 'static> Engine<P> {
                     }
                 }
                 _ = flush.tick(), if !self.buffer.is_empty() => self.flush_outcomes(),
+                () = sleep_until_some(self.breaker.wakes_at()), if self.breaker.is_open() && !stopping => {
+                    // Trips, or lets the next probe go (the loop dispatches it).
+                    self.trip_breaker();
+                }
             }
         }
     }
@@ -410,7 +510,25 @@ impl<P: Send + 'static> Engine<P> {
                 );
             }
         }
+        self.breaker.count(&outcome);
+        self.trip_breaker();
         self.record(outcome, Journaling::Write(identity))
+    }
+
+    /// Stops the campaign when the breaker trips, at the last message that could not reach
+    /// the service.
+    fn trip_breaker(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        if let Some(reason) = self.breaker.tripped() {
+            let index = self.breaker.last_failed;
+            let at = index.map_or_else(String::new, |index| format!(" at message #{index}"));
+            self.stop_note = Some(format!(
+                "not sent: the service is unreachable (the campaign stopped{at})"
+            ));
+            self.stop(index, &reason);
+        }
     }
 
     /// Stops taking messages: those waiting are reported skipped (and, in the journal, as never
@@ -445,6 +563,9 @@ impl<P: Send + 'static> Engine<P> {
 
     /// Why messages were not sent, once the campaign stopped.
     fn not_sent_note(&self) -> String {
+        if let Some(note) = &self.stop_note {
+            return note.clone();
+        }
         match self.stopped.as_ref().and_then(|stop| stop.index) {
             Some(index) => format!("not sent: the campaign stopped at message #{index}"),
             None => "not sent: the campaign was interrupted".to_owned(),
@@ -542,7 +663,16 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn dispatch(&mut self) {
-        while self.inflight.len() < self.concurrency {
+        // An open breaker lets one message at a time go, a probe of the service, a few per
+        // window.
+        let limit = if !self.breaker.is_open() {
+            self.concurrency
+        } else if std::time::Instant::now() >= self.breaker.next_probe() {
+            1
+        } else {
+            0
+        };
+        while self.inflight.len() < limit {
             if self.journal.is_some() && self.marked == 0 {
                 return;
             }

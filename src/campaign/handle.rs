@@ -36,6 +36,13 @@ pub struct Options {
     /// an account past its messaging tier fails before sending (the platform would refuse
     /// it). Off: it is sent, and the platform decides.
     pub enforce_tier: bool,
+    /// The breaker: after this many messages in a row could not reach the service (connect
+    /// refused, DNS, TLS, a timeout before the request left), with no message answered for
+    /// `unreachable_for`, the campaign stops as `stop_on_error` stops it. `None`: never.
+    pub unreachable_after: Option<u32>,
+    /// See `unreachable_after`: a service that answers again within this long (a restart, a
+    /// blip the retries ride out) does not trip it.
+    pub unreachable_for: Duration,
     /// How long a run's claims stand without a sign of life from it, where the journal
     /// cannot tell from something that dies with its process (a lock, a session) that it is
     /// gone. Longer than any request's deadline.
@@ -46,6 +53,10 @@ pub struct Options {
 
 /// The lease of a run's claims unless told otherwise: far above any request's deadline.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+/// The breaker's defaults: a whole concurrency's worth of messages failing is not enough on
+/// its own (they fail together), five seconds without any answer is.
+pub const DEFAULT_UNREACHABLE_AFTER: u32 = 20;
+pub const DEFAULT_UNREACHABLE_FOR: Duration = Duration::from_secs(5);
 
 impl Default for Options {
     fn default() -> Self {
@@ -60,6 +71,8 @@ impl Default for Options {
             resend_unknown: false,
             enforce_tier: true,
             lease: DEFAULT_LEASE,
+            unreachable_after: Some(DEFAULT_UNREACHABLE_AFTER),
+            unreachable_for: DEFAULT_UNREACHABLE_FOR,
             call: CallOptions::default(),
         }
     }
@@ -104,6 +117,12 @@ impl Options {
                     self.lease.as_secs_f64(),
                     deadline.as_secs_f64()
                 ),
+            ));
+        }
+        if self.unreachable_after == Some(0) {
+            return Err(Error::validation(
+                "unreachable_after",
+                "must be 1 or more (or None: never stop for it)",
             ));
         }
         if self.call.idempotency_key.is_some() {

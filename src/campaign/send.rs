@@ -16,7 +16,7 @@ use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
 use super::platform::{advice, Advice};
-use crate::client::{CallOptions, Client};
+use crate::client::{CallOptions, Client, SendProgress};
 use crate::error::{Error, Result, UnknownOutcome};
 use crate::limits::{LimitsStore, Scope, Slot};
 use crate::wire::SendResult;
@@ -79,7 +79,9 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         current: &current,
         control: &context.control,
     };
-    let attempt = attempt(&context, &prepared, keys, pace);
+    // Whether the request began to leave: a message abandoned before is known never sent.
+    let progress = Arc::new(SendProgress::default());
+    let attempt = attempt(&context, &prepared, keys, pace, &progress);
     tokio::select! {
         biased;
         done = attempt => {
@@ -105,9 +107,20 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 .into_inner()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let key = retry_key.unwrap_or(key);
-            let mut outcome = Outcome::new(index, payload, Status::Unknown);
-            outcome.error = Some(in_doubt(&prepared, &key));
-            outcome.reason = Some("abandoned while in flight: it may have been sent".to_owned());
+            // The attempt is dropped by now: a body it never took can never be taken.
+            let mut outcome = if progress.claim_never_left() {
+                Outcome::skipped(
+                    index,
+                    payload,
+                    "not sent: the campaign was abandoned before the request left",
+                )
+            } else {
+                let mut outcome = Outcome::new(index, payload, Status::Unknown);
+                outcome.error = Some(in_doubt(&prepared, &key));
+                outcome.reason =
+                    Some("abandoned while in flight: it may have been sent".to_owned());
+                outcome
+            };
             outcome.idempotency_key = Some(key);
             Finished {
                 outcome,
@@ -239,6 +252,7 @@ async fn attempt(
     prepared: &Prepared,
     keys: KeyInUse<'_>,
     pace: Option<f64>,
+    progress: &Arc<SendProgress>,
 ) -> Attempted {
     let Context {
         client,
@@ -283,8 +297,16 @@ async fn attempt(
             return Attempted::not_sent(error, key);
         }
         let result = client
-            .send_encoded(&prepared.request, prepared.body.clone(), key.clone(), call)
+            .send_encoded(
+                &prepared.request,
+                prepared.body.clone(),
+                key.clone(),
+                call,
+                Some(progress),
+            )
             .await;
+        // Answered: until the next attempt begins, nothing is on its way.
+        progress.between_attempts();
         let code = match &result {
             Err(Error::SendRejected(rejected)) => rejected.result.code_string(),
             _ => None,

@@ -35,6 +35,32 @@ impl BodyWatch {
     }
 }
 
+/// Where a send's current attempt stands, for a caller that may give the send up midway (a
+/// campaign abandoned by a second Ctrl-C): the watch of the attempt's body, once one began.
+#[derive(Debug, Default)]
+pub(crate) struct SendProgress(std::sync::Mutex<Option<BodyWatch>>);
+
+impl SendProgress {
+    /// The attempt that begins now.
+    pub(crate) fn attempt(&self, watch: Option<&BodyWatch>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = watch.cloned();
+    }
+
+    /// No attempt is under way (between a campaign's retries).
+    pub(crate) fn between_attempts(&self) {
+        self.attempt(None);
+    }
+
+    /// Whether the send, given up now, provably never left: no attempt began, or the current
+    /// one's body was never taken (and now never will be).
+    pub(crate) fn claim_never_left(&self) -> bool {
+        match self.0.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            None => true,
+            Some(watch) => watch.claim_unsent(),
+        }
+    }
+}
+
 /// Every request's body: empty (a GET) or JSON bytes, watched for sends.
 #[derive(Debug, Default)]
 pub(crate) struct OutgoingBody {

@@ -106,6 +106,10 @@ pub struct ClientConfig {
     /// The store of limits shared by every process (`redis://...`); `None`: this process's
     /// own, per campaign.
     pub shared_limits: Option<String>,
+    /// The service deduplicates sends by `Idempotency-Key`: a send whose reused connection
+    /// ended before any answer (the keep-alive race) goes again once, with its key, instead
+    /// of being an unknown outcome.
+    pub idempotent_sends: bool,
 }
 
 impl ClientConfig {
@@ -128,6 +132,7 @@ impl ClientConfig {
             backoff: Backoff::default(),
             retry_observer: None,
             shared_limits: None,
+            idempotent_sends: false,
         }
     }
 }

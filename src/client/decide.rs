@@ -30,6 +30,11 @@ pub(crate) struct Failure<'a> {
     pub backoff: &'a Backoff,
     /// For a send: its key and message, to report an unknown outcome with.
     pub send: Option<&'a SendContext>,
+    /// The service deduplicates sends by `Idempotency-Key` (the client says so): a send lost
+    /// to the keep-alive race may go again once, with its key.
+    pub idempotent_sends: bool,
+    /// That one retry was made in this call already.
+    pub stale_retried: bool,
 }
 
 /// What the attempt loop does next.
@@ -40,6 +45,9 @@ pub(crate) enum Next {
     RefreshToken,
     /// Try again after `delay`; `error` is what failed (for the log and `on_retry`).
     Retry { delay: Duration, error: Error },
+    /// Try a send again at once, with the same key, after a reused connection ended before
+    /// any answer (`idempotent_sends`): once per call, outside `max_retries`.
+    RetryStale { error: Error },
     /// Give up: the caller gets this error.
     Fail(Error),
 }
@@ -55,6 +63,8 @@ pub(crate) fn decide(failure: Failure<'_>) -> Next {
         time_left,
         backoff,
         send,
+        idempotent_sends,
+        stale_retried,
     } = failure;
     let room_for = |wait: Duration| time_left.is_none_or(|left| wait + MIN_ATTEMPT_BUDGET < left);
     if error.status_code() == Some(401)
@@ -62,6 +72,14 @@ pub(crate) fn decide(failure: Failure<'_>) -> Next {
         && time_left.is_none_or(|left| left > MIN_ATTEMPT_BUDGET)
     {
         return Next::RefreshToken;
+    }
+    if matches!(error, Error::StaleConnection(_))
+        && send.is_some()
+        && idempotent_sends
+        && !stale_retried
+        && room_for(Duration::ZERO)
+    {
+        return Next::RetryStale { error };
     }
     let retry_after = match &error {
         Error::Api(api) => api.retry_after,
@@ -98,8 +116,14 @@ pub(crate) fn decide(failure: Failure<'_>) -> Next {
 pub(crate) fn is_retryable(safety: Safety, error: &Error, reached: bool) -> bool {
     match (safety, error) {
         (_, Error::Connect(_)) => true,
-        (Safety::Idempotent, Error::Timeout(_) | Error::ConnectionBroken(_)) => true,
-        (Safety::SendOnce, Error::Timeout(_) | Error::ConnectionBroken(_)) => !reached,
+        (
+            Safety::Idempotent,
+            Error::Timeout(_) | Error::ConnectionBroken(_) | Error::StaleConnection(_),
+        ) => true,
+        (
+            Safety::SendOnce,
+            Error::Timeout(_) | Error::ConnectionBroken(_) | Error::StaleConnection(_),
+        ) => !reached,
         (Safety::Idempotent, Error::Api(api)) => {
             matches!(api.status_code, 408 | 429 | 500 | 502 | 503 | 504)
         }
@@ -115,6 +139,7 @@ fn is_ambiguous(error: &Error) -> bool {
     match error {
         Error::Timeout(_)
         | Error::ConnectionBroken(_)
+        | Error::StaleConnection(_)
         | Error::Decode { .. }
         | Error::ResponseTooLarge { .. } => true,
         Error::Api(api) => matches!(api.status_code, 500 | 502 | 504),
@@ -180,7 +205,39 @@ mod tests {
             time_left: None,
             backoff,
             send: None,
+            idempotent_sends: false,
+            stale_retried: false,
         }
+    }
+
+    #[test]
+    fn a_send_lost_to_the_keep_alive_race_goes_again_once_only_when_the_service_dedupes() {
+        let backoff = exact();
+        let context = send();
+        let stale = || Error::StaleConnection("closed before an answer".into());
+        let mut opted_out = failure(stale(), Safety::SendOnce, &backoff);
+        opted_out.send = Some(&context);
+        assert!(matches!(
+            decide(opted_out),
+            Next::Fail(Error::SendOutcomeUnknown(_))
+        ));
+        let mut opted_in = failure(stale(), Safety::SendOnce, &backoff);
+        opted_in.send = Some(&context);
+        opted_in.idempotent_sends = true;
+        opted_in.max_retries = 0;
+        assert!(matches!(decide(opted_in), Next::RetryStale { .. }));
+        let mut twice = failure(stale(), Safety::SendOnce, &backoff);
+        twice.send = Some(&context);
+        twice.idempotent_sends = true;
+        twice.stale_retried = true;
+        twice.max_retries = 0;
+        assert!(matches!(
+            decide(twice),
+            Next::Fail(Error::SendOutcomeUnknown(_))
+        ));
+        // A listing is retried anyway, as any broken connection.
+        let listing = failure(stale(), Safety::Idempotent, &backoff);
+        assert!(matches!(decide(listing), Next::Retry { .. }));
     }
 
     fn exact() -> Backoff {

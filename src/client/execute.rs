@@ -54,6 +54,7 @@ impl Client {
 
         let mut authorization = self.token(false, deadline).await?;
         let mut token_refreshed = false;
+        let mut stale_retried = false;
         let mut attempt: u32 = 1;
         let mut retries_done: u32 = 0;
         loop {
@@ -68,6 +69,9 @@ impl Client {
                 extra: &self.options.headers,
             };
             let (request, watch) = operation.request(&headers, idempotency_key.as_ref());
+            if let Some(progress) = &operation.progress {
+                progress.attempt(watch.as_ref());
+            }
             let budget = attempt_budget(timeout, deadline, attempt_started);
             let outcome = self
                 .attempt_within(operation, request, budget, attempt_started, timeout.total)
@@ -116,6 +120,8 @@ impl Client {
                 time_left: time_left(deadline),
                 backoff: &self.shared.backoff,
                 send: operation.send.as_ref(),
+                idempotent_sends: self.shared.idempotent_sends,
+                stale_retried,
             });
             match next {
                 Next::RefreshToken => {
@@ -140,6 +146,17 @@ impl Client {
                         observer.on_retry(retries_done, &error, delay);
                     }
                     tokio::time::sleep(delay).await;
+                }
+                Next::RetryStale { error } => {
+                    stale_retried = true;
+                    log::info!(
+                        target: "bizmsg",
+                        "{} {} lost to the keep-alive race ({}); sent again once with the same \
+                         Idempotency-Key (idempotent_sends)",
+                        operation.method,
+                        operation.url.path(),
+                        for_log(&error),
+                    );
                 }
                 Next::Fail(error) => return Err(error),
             }

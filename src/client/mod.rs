@@ -31,6 +31,7 @@ pub(crate) use tls::config as tls_config;
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
+pub(crate) use body::SendProgress;
 pub(crate) use direct::check_any_answer;
 pub use error_body::error_body;
 pub(crate) use execute::Answer;
@@ -59,6 +60,7 @@ struct Shared {
     /// Limits shared by every process (`shared_limits=`), and the senders' paces they need.
     limits: Option<Arc<dyn LimitsStore>>,
     paces: SenderPaces,
+    idempotent_sends: bool,
 }
 
 /// What `with_options` may change per handle without a new pool.
@@ -153,6 +155,7 @@ impl Client {
                 max_response_bytes: config.max_response_bytes,
                 limits,
                 paces: SenderPaces::default(),
+                idempotent_sends: config.idempotent_sends,
             }),
             options: HandleOptions {
                 timeout: config.timeout,
@@ -280,7 +283,8 @@ impl Client {
 /// credential, send one idempotency key for different messages, or corrupt the framing.
 fn reserved_header(name: &HeaderName) -> Option<&'static str> {
     use http::header::{
-        AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+        AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, HOST, PROXY_AUTHORIZATION,
+        TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
     };
     if name == AUTHORIZATION {
         Some("it comes from `token`")
@@ -288,6 +292,14 @@ fn reserved_header(name: &HeaderName) -> Option<&'static str> {
         Some("each send gets a fresh one; pass idempotency_key= to a send to choose it")
     } else if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, HOST].contains(name) {
         Some("it is set by the HTTP client from the request itself")
+    } else if [UPGRADE, EXPECT, TE, TRAILER, PROXY_AUTHORIZATION].contains(name)
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+    {
+        // Each asks the server for another exchange than one request and its answer (a
+        // protocol switch, an interim answer, trailers, how long to keep the connection), or
+        // belongs to the proxy: the HTTP client owns those.
+        Some("it changes how the connection or the exchange works, which the HTTP client owns")
     } else if name == CONTENT_TYPE {
         Some("request bodies are always JSON")
     } else {

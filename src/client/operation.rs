@@ -29,6 +29,8 @@ pub(crate) struct Operation {
     /// Sends only: the key, the recipient and the template, for `Idempotency-Key` and for
     /// reconciling an unknown outcome.
     pub send: Option<SendContext>,
+    /// Told of each attempt's body, for a caller that may give the call up midway.
+    pub progress: Option<std::sync::Arc<super::body::SendProgress>>,
 }
 
 pub(crate) struct SendContext {

@@ -71,6 +71,12 @@ impl Transport {
         let https = base.scheme() == "https";
         let local_plain_http = !https && super::config::is_loopback(base);
         let kind = match forced_kind()? {
+            Some(TransportKind::Direct) if config.proxy.is_some() => {
+                return Err(Error::Configuration(
+                    "BIZMSG_TRANSPORT=direct cannot go through proxy=: unset one of them"
+                        .to_owned(),
+                ))
+            }
             Some(kind) => kind,
             None if config.proxy.is_some() => TransportKind::Proxied,
             None if !local_plain_http && proxy_may_apply(https) => TransportKind::Proxied,

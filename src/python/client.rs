@@ -72,6 +72,7 @@ impl NativeClient {
             allow_insecure_http,
             max_response_bytes,
             shared_limits,
+            idempotent_sends,
         } = keywords("NativeClient", ClientArgs::NAMES, options)?;
         let build = || -> Result<ClientConfig, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
@@ -105,6 +106,7 @@ impl NativeClient {
             config.verify = verify_arg(&verify)?;
             config.allow_insecure_http = allow_insecure_http;
             config.shared_limits = shared_limits;
+            config.idempotent_sends = idempotent_sends;
             let cap = integer("max_response_bytes", &max_response_bytes)?;
             config.max_response_bytes = u64::try_from(cap)
                 .ok()
@@ -366,6 +368,8 @@ impl NativeClient {
             resend_unknown,
             enforce_tier,
             lease,
+            unreachable_after,
+            unreachable_for,
             timeout,
             max_retries,
         } = keywords("campaign", CampaignArgs::NAMES, options)?;
@@ -392,6 +396,15 @@ impl NativeClient {
                 resend_unknown,
                 enforce_tier,
                 lease: lease_arg(lease)?,
+                unreachable_after: match &unreachable_after {
+                    None => None,
+                    Some(count) => Some(
+                        u32::try_from(integer("unreachable_after", count)?).map_err(|_| {
+                            Error::validation("unreachable_after", "must be from 1 to 4294967295")
+                        })?,
+                    ),
+                },
+                unreachable_for: seconds_arg("unreachable_for", unreachable_for)?,
                 call: call_options(&timeout, &max_retries, None)?,
             })
         };
@@ -519,6 +532,18 @@ fn plan_args(args: PlanArgs<'_>) -> Result<(PlanOptions, CallOptions), Error> {
         },
         call_options(&timeout, &max_retries, None)?,
     ))
+}
+
+/// A positive number of seconds, for `field`.
+fn seconds_arg(field: &str, seconds: f64) -> Result<std::time::Duration, Error> {
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(Error::validation(
+            field,
+            format!("must be a positive number of seconds, got {seconds}"),
+        ));
+    }
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| Error::validation(field, format!("{seconds} seconds is out of range")))
 }
 
 /// `lease=` in seconds (`None`: the default), a positive number.

@@ -50,7 +50,9 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         }
         Error::Connect(_) => module.getattr("ConnectError")?,
         Error::Timeout(_) => module.getattr("TimeoutError")?,
-        Error::ConnectionBroken(_) => module.getattr("ConnectionBrokenError")?,
+        Error::ConnectionBroken(_) | Error::StaleConnection(_) => {
+            module.getattr("ConnectionBrokenError")?
+        }
         Error::SendOutcomeUnknown(unknown) => {
             kwargs.set_item("idempotency_key", &unknown.idempotency_key)?;
             kwargs.set_item("to", &unknown.to)?;

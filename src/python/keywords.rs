@@ -68,6 +68,7 @@ pub(crate) struct ClientArgs<'py> {
     pub allow_insecure_http: bool,
     pub max_response_bytes: Bound<'py, PyAny>,
     pub shared_limits: Option<String>,
+    pub idempotent_sends: bool,
 }
 
 impl ClientArgs<'_> {
@@ -84,6 +85,7 @@ impl ClientArgs<'_> {
         "allow_insecure_http",
         "max_response_bytes",
         "shared_limits",
+        "idempotent_sends",
     ];
 }
 
@@ -176,6 +178,8 @@ pub(crate) struct CampaignArgs<'py> {
     pub resend_unknown: bool,
     pub enforce_tier: bool,
     pub lease: Option<f64>,
+    pub unreachable_after: Option<Bound<'py, PyAny>>,
+    pub unreachable_for: f64,
     pub timeout: Bound<'py, PyAny>,
     pub max_retries: Bound<'py, PyAny>,
 }
@@ -192,6 +196,8 @@ impl CampaignArgs<'_> {
         "resend_unknown",
         "enforce_tier",
         "lease",
+        "unreachable_after",
+        "unreachable_for",
         "timeout",
         "max_retries",
     ];

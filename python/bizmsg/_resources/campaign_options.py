@@ -53,6 +53,8 @@ class CampaignOptions(PlanOptions, total=False):
     resend_unknown: bool
     enforce_tier: bool
     lease: float | None
+    unreachable_after: int | None
+    unreachable_for: float
 
 
 #: The default of every keyword, in the order signatures list them.
@@ -69,6 +71,8 @@ DEFAULTS: CampaignOptions = {
     "resend_unknown": False,
     "enforce_tier": True,
     "lease": None,
+    "unreachable_after": 20,
+    "unreachable_for": 5.0,
     "timeout": None,
     "max_retries": None,
 }
@@ -101,7 +105,10 @@ def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> 
         dedupe=options["dedupe"], journal=_journal_path(options["journal"]),
         campaign_id=_optional_text("campaign_id", options["campaign_id"]),
         resend_unknown=options["resend_unknown"], enforce_tier=options["enforce_tier"],
-        lease=_seconds("lease", options["lease"]), timeout=call_timeout(options["timeout"]),
+        lease=_seconds("lease", options["lease"]),
+        unreachable_after=options["unreachable_after"],
+        unreachable_for=_required_seconds("unreachable_for", options["unreachable_for"]),
+        timeout=call_timeout(options["timeout"]),
         max_retries=options["max_retries"],
     )
 
@@ -148,6 +155,14 @@ def _seconds(field: str, value: object) -> float | None:
         raise ValidationError(f"invalid {field}: must be a number of seconds, got "
                               f"{type(value).__name__} {value!r}", field=field)
     return float(value)
+
+
+def _required_seconds(field: str, value: object) -> float:
+    seconds = _seconds(field, value)
+    if seconds is None:
+        raise ValidationError(f"invalid {field}: must be a number of seconds, got None",
+                              field=field)
+    return seconds
 
 
 def _journal_path(journal: object) -> str | None:

@@ -100,6 +100,8 @@ pub(crate) struct Head {
     pub(crate) keep_alive: bool,
     pub(crate) request_id: Option<String>,
     pub(crate) retry_after: Option<String>,
+    /// `Keep-Alive: timeout=N`: how long the server keeps the connection once idle.
+    pub(crate) keep_alive_timeout: Option<std::time::Duration>,
 }
 
 impl Head {
@@ -163,6 +165,7 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
     let mut keep_alive_header = false;
     let mut request_id = None;
     let mut retry_after = None;
+    let mut keep_alive_timeout = None;
     for header in response.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -206,6 +209,8 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
             request_id = text(header.value);
         } else if name.eq_ignore_ascii_case("retry-after") {
             retry_after = text(header.value);
+        } else if name.eq_ignore_ascii_case("keep-alive") {
+            keep_alive_timeout = keep_alive_timeout_of(header.value).or(keep_alive_timeout);
         }
     }
     if transfer_encoding && !http11 {
@@ -244,7 +249,21 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
         keep_alive,
         request_id,
         retry_after,
+        keep_alive_timeout,
     }))
+}
+
+/// The `timeout=N` parameter of a `Keep-Alive` header (RFC 9112 does not define the header;
+/// servers that send it, Apache among them, mean seconds).
+fn keep_alive_timeout_of(value: &[u8]) -> Option<std::time::Duration> {
+    String::from_utf8_lossy(value).split(',').find_map(|part| {
+        let (name, seconds) = part.split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("timeout") {
+            return None;
+        }
+        let seconds: u64 = seconds.trim().trim_matches('"').parse().ok()?;
+        Some(std::time::Duration::from_secs(seconds))
+    })
 }
 
 /// A header value as text, when it is text.
@@ -483,7 +502,17 @@ mod tests {
                 keep_alive: true,
                 request_id: Some("r-1".into()),
                 retry_after: Some("3".into()),
+                keep_alive_timeout: None,
             })
+        );
+        let apache =
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nKeep-Alive: timeout=5, max=100\r\n\r\n";
+        assert_eq!(
+            head(apache)
+                .ok()
+                .flatten()
+                .and_then(|h| h.keep_alive_timeout),
+            Some(std::time::Duration::from_secs(5))
         );
         // (head, framing, reusable)
         let cases = [

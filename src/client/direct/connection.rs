@@ -175,6 +175,8 @@ impl Connector {
             input: BytesMut::new(),
             output: Vec::new(),
             idle_since: Instant::now(),
+            received: 0,
+            keep_alive: None,
         })
     }
 }
@@ -188,6 +190,11 @@ pub(crate) struct Conn {
     /// The request being written (kept for its allocation).
     output: Vec<u8>,
     pub(crate) idle_since: Instant,
+    /// Bytes read on the connection so far.
+    received: u64,
+    /// The server's `Keep-Alive: timeout=` of its last answer: it closes the connection once
+    /// idle that long.
+    pub(crate) keep_alive: Option<Duration>,
 }
 
 /// Why an exchange failed, and the request when it certainly never left.
@@ -196,6 +203,10 @@ pub(crate) struct Failed {
     /// Not one byte of the request was written (the server had closed the connection): the
     /// request can go on another connection.
     pub(crate) returned: Option<Outgoing>,
+    /// The request was written and the connection ended (closed or reset) before one byte of
+    /// an answer: on a reused connection, the keep-alive race (the server closed it as the
+    /// request went out, most likely without reading it).
+    pub(crate) silent: bool,
 }
 
 /// Interim (1xx) answers accepted before the real one; a server that sends more is broken.
@@ -261,6 +272,7 @@ impl Conn {
         let broken = |error: String| Failed {
             error: Error::ConnectionBroken(error),
             returned: None,
+            silent: false,
         };
         let method = request.method.clone();
         self.output.clear();
@@ -284,10 +296,17 @@ impl Conn {
                 )),
                 // Over TLS, a failed write may still have sent part of a record.
                 returned: (nothing_written && plain).then_some(request),
+                silent: false,
             });
         }
         drop(request);
-        self.read_answer(&method, limit).await.map_err(broken)
+        let before = self.received;
+        self.read_answer(&method, limit)
+            .await
+            .map_err(|error| Failed {
+                silent: self.received == before,
+                ..broken(error)
+            })
     }
 
     async fn read_answer(
@@ -404,6 +423,7 @@ impl Conn {
         // Not reused: a body cut short (unread bytes follow), an answer the server ends by
         // closing, or bytes after the answer that nobody asked for.
         let reusable = head.keep_alive && oversized.is_none() && self.input.is_empty();
+        self.keep_alive = head.keep_alive_timeout;
         Ok((
             Reply {
                 status: head.status,
@@ -423,10 +443,13 @@ impl Conn {
         if self.input.capacity() - self.input.len() < wanted.min(READ_CHUNK) {
             self.input.reserve(wanted.max(READ_CHUNK));
         }
-        self.stream
+        let read = self
+            .stream
             .read_buf(&mut self.input)
             .await
-            .map_err(|e| format!("the answer could not be read: {e}"))
+            .map_err(|e| format!("the answer could not be read: {e}"))?;
+        self.received += read as u64;
+        Ok(read)
     }
 
     /// The first `size` bytes of `input`, which holds at least that many.

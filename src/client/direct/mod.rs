@@ -78,6 +78,14 @@ impl DirectTransport {
                     };
                     request = returned;
                 }
+                // Written, and the connection ended without a byte of answer: a reused one
+                // was most likely closed by the server as the request went out.
+                Err(failed) if reused && failed.silent => {
+                    return Err(match failed.error {
+                        Error::ConnectionBroken(why) => Error::StaleConnection(why),
+                        other => other,
+                    })
+                }
                 Err(failed) => return Err(failed.error),
             }
         }
