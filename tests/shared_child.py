@@ -15,7 +15,8 @@ The spec (a JSON object; a file, so no password is on a command line):
   children start together.
 
 The printed line: ``counts`` (a campaign's, or for single sends ``sent`` and ``errors``),
-``outcomes`` (``[to, status, idempotency_key, reason]`` of every message of a campaign),
+``outcomes`` (``[to, status, idempotency_key, reason, error]`` of every message of a
+campaign),
 ``error`` (``type``, ``message``, ``field`` of an exception the call raised, with the counts and
 outcomes of its ``.bulk_result``), ``stop_reason``.
 """
@@ -41,7 +42,8 @@ def campaign_record(result: Any) -> dict[str, Any]:
         "counts": dict(result.counts),
         "stop_reason": result.stop_reason,
         "repr": repr(result),
-        "outcomes": [[o.message["to"], o.status, o.idempotency_key, o.reason]
+        "outcomes": [[o.message["to"], o.status, o.idempotency_key, o.reason,
+                      None if o.error is None else f"{type(o.error).__name__}: {o.error}"]
                      for o in result.outcomes],
     }
 

@@ -195,7 +195,7 @@ def wait_for(check: Any, what: str, timeout: float = 60.0, every: float = 0.02) 
 
 
 def outcomes_by_status(record: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
-    """A child's outcomes (``[to, status, key, reason]``) grouped by status."""
+    """A child's outcomes (``[to, status, key, reason, error]``) grouped by status."""
     grouped: dict[str, list[list[Any]]] = {}
     for outcome in record.get("outcomes", []):
         grouped.setdefault(outcome[1], []).append(outcome)

@@ -129,6 +129,39 @@ def test_single_sends_and_campaigns_share_one_numbers_pace(
     assert line["accepted"] == report["sends"] == 240 and report["repeated_recipients"] == 0
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shared_limits", "each_alone"])
+def test_the_messaging_tier_is_counted_across_processes(
+        shared: bool, redis_server: RedisServer,
+        start_sandbox_process: Callable[..., SandboxProcess], children: Children,
+        tmp_path: Path) -> None:
+    """An account whose tier is 50 unique recipients a day; two processes each send campaigns
+    to 40 new recipients from two of its numbers with ``pace="auto"``. Through one Redis the
+    count is the account's, whatever process sends: 50 go out and the 30 past the tier fail up
+    front, before any request (the sandbox, enforcing the tier, refuses none). Counting alone,
+    each process believes it has room, and the sandbox refuses the 30 (failed commits ``1007``)."""
+    sandbox = start_sandbox_process([
+        "--enforce-limits", "--max-logged-requests", "0",
+        "--seed-data", str(write_seed_data(tmp_path, tier="TIER_50"))])
+    started = [
+        children.start(f"p{i}", spec(sandbox, kind, shared=redis_server.url if shared else None,
+                                     options={"pace": "auto", "concurrency": 4}),
+                       rows(SENDERS[i], 40, group=i))
+        for i, kind in enumerate(["sync", "async"])
+    ]
+    children.start_together(started)
+    records = [child.result() for child in started]
+    report = traffic(sandbox.base_url)
+    totals = {k: sum(r["counts"][k] for r in records) for k in records[0]["counts"]}
+    assert report["accepted"] == totals["sent"] == 50, (totals, report)
+    if shared:
+        assert totals["failed"] == 30 and report["failed_commits"] == 0, (totals, report)
+        assert report["sends"] == 50
+        errors = {o[4] or "" for r in records for o in r["outcomes"] if o[1] == "failed"}
+        assert errors and all("tier" in error for error in errors), errors
+    else:
+        assert totals["rejected"] == report["failed_commits"] == 30, (totals, report)
+
+
 # -- a Retry-After seen by one process pauses the others ---------------------------------------
 
 
@@ -175,7 +208,11 @@ def test_a_retry_after_answered_to_one_process_pauses_the_others(
     others = [s for s in SENDERS[:3] if s != paused_sender]
     during = {s: half_way.get(s, 0) - at_pause.get(s, 0) for s in others}
     figures = {"shared_limits": shared, "told": paused_sender, "others_sent_during_pause": during}
-    print(json.dumps(figures))
+    write_report(f"shared_limits_retry_after_{'shared' if shared else 'alone'}", figures,
+                 summary=(f"Retry-After: {pause} answered to one of 3 processes, "
+                          f"{'shared_limits' if shared else 'each alone'}: the 2 others sent "
+                          f"{sorted(during.values())} in the next {pause / 2:.1f} s"),
+                 fallback_dir=tmp_path)
     assert all(r["counts"]["sent"] == per_process for r in records), records
     committed = [r for r in sent if r["status"] == 200]
     assert len(committed) == 3 * per_process == len({r["body"]["to"] for r in committed})
@@ -268,6 +305,33 @@ def test_redis_that_stays_away_stops_the_campaign_gracefully(
                  fallback_dir=tmp_path)
 
 
+@pytest.mark.parametrize("pace_known", [True, False], ids=["pace_cached", "first_send"])
+def test_a_single_send_waits_for_an_unreachable_store_no_longer_than_its_timeout(
+        pace_known: bool, redis_server: RedisServer) -> None:
+    """A web worker's single send while Redis is away (``wait=20`` in the URL, the call's
+    ``timeout=2``): it is never sent unpaced, and it gives up within its own deadline, not the
+    store's ``wait=``: a ``TimeoutError`` (or ``SharedStateError``) naming the store, and
+    nothing sent. Both for a client that had looked its sender's pace up before Redis went
+    away and for a fresh one (a worker started during the outage), whose first send must look
+    the pace up in the store. (A bound on how long a call may block, with a wide margin: the
+    contract under test is the deadline itself.)"""
+    template = bizmsg.Template("promo", [], "en")
+    with Sandbox(seed_data=seed_data()) as sandbox:
+        url = redis_server.url + "?wait=20"
+        with sandbox.client(shared_limits=url, timeout=2) as warm:
+            warm.messages.send(to="8613800138000", from_=SENDERS[0], template=template)
+            redis_server.kill()
+            client = warm if pace_known else sandbox.client(shared_limits=url, timeout=2)
+            started = time.monotonic()
+            with pytest.raises((bizmsg.TimeoutError, bizmsg.SharedStateError)) as caught:
+                client.messages.send(to="8613800138001", from_=SENDERS[0], template=template)
+            waited = time.monotonic() - started
+            client.close()
+        assert len(sandbox.sent_messages()) == 1
+    assert f"127.0.0.1:{redis_server.port}" in str(caught.value)
+    assert waited < 10, f"waited {waited:.1f} s with timeout=2: {caught.value!r}"
+
+
 # -- bad URLs, and passwords -----------------------------------------------------------------------
 
 
@@ -350,6 +414,6 @@ def test_the_redis_password_is_never_shown(
         assert len(sandbox.sent_messages()) == 21
     text = shown(*seen) + logged(bizmsg_logs)
     assert len(bizmsg_logs.records) > 0
-    print(len(bizmsg_logs.records), [l for l in text.splitlines() if "redis://" in l][:8])
+    assert "redis://:***@127.0.0.1:" in text  # the stores were named, masked
     for secret in (password, wrong, "p%40ss", gone.password):
         assert secret not in text
