@@ -205,3 +205,31 @@ def outcomes_by_status(record: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
 def iter_outcomes(records: Sequence[Mapping[str, Any]]) -> Iterator[list[Any]]:
     for record in records:
         yield from record.get("outcomes", [])
+
+
+ROOT = TESTS_DIR.parent
+
+
+def python_blocks(path: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, as written."""
+    text = path.read_text(encoding="utf-8")
+    blocks: list[str] = []
+    inside: list[str] | None = None
+    for line in text.splitlines():
+        if inside is None and line.strip() == "```python":
+            inside = []
+        elif inside is not None and line.strip() == "```":
+            blocks.append("\n".join(inside) + "\n")
+            inside = None
+        elif inside is not None:
+            inside.append(line)
+    return blocks
+
+
+def block_starting(path: Path, first_line: str, containing: str = "") -> str:
+    """The one ```python block of ``path`` whose first line is ``first_line`` (and which
+    contains ``containing``)."""
+    found = [b for b in python_blocks(path)
+             if b.splitlines()[0] == first_line and containing in b]
+    assert len(found) == 1, f"{path.name}: {len(found)} blocks start with {first_line!r}"
+    return found[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +29,11 @@ from services.redis_server import RedisServer
 from services.reports import write_report
 from services.sandbox_server import SandboxProcess
 from shared_support import (
+    ROOT,
     SENDERS,
     STANDARD_CEILING,
+    block_starting,
+    child_env,
     of_sender,
     rows,
     traffic,
@@ -189,3 +193,46 @@ def test_a_sharded_campaign_survives_a_killed_pool_process(
     assert figures["throttled"] == 0 and figures["busiest_second"] <= STANDARD_CEILING, figures
     assert all(line["accepted"] == PER_SENDER for line in lines), lines
     assert states == {"sent": str(total)}, figures
+
+
+# -- the recipe of the README and the docs, as written ---------------------------------------------
+
+
+def test_the_celery_recipe_of_the_readme_runs_as_written(
+        redis_server: RedisServer, postgres_server: PostgresServer,
+        start_sandbox_process: Callable[..., SandboxProcess],
+        start_celery_worker: Callable[..., CeleryWorker], tmp_path: Path) -> None:
+    """``tasks.py`` and ``send_campaign.py`` exactly as the README shows them (and
+    docs/campaigns.md, which must show the same): a worker started with ``celery -A tasks``
+    in their folder, the environment the README exports (``BIZMSG_TOKEN``,
+    ``BIZMSG_BASE_URL``, ``BIZMSG_SHARED_LIMITS``, ``BIZMSG_JOURNAL``), and Celery's own
+    ``CELERY_BROKER_URL`` / ``CELERY_RESULT_BACKEND``, which take precedence over the URLs
+    written in ``tasks.py``, pointing at this test's Redis. The campaign's 300 messages are
+    delivered once each, under the number's ceiling, and the script prints 8 summaries."""
+    require_module("celery", pip="celery[redis]")
+    readme, docs = ROOT / "README.md", ROOT / "docs" / "campaigns.md"
+    tasks = block_starting(readme, "# tasks.py")
+    producer = block_starting(readme, "# send_campaign.py")
+    assert tasks == block_starting(docs, "# tasks.py")
+    assert producer == block_starting(docs, "# send_campaign.py")
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "tasks.py").write_text(tasks)
+    (app_dir / "send_campaign.py").write_text(producer)
+    sandbox = start_sandbox_process(["--enforce-limits", "--max-logged-requests", "0",
+                                     "--seed-data",
+                                     str(write_seed_data(tmp_path, ["8613900000000"]))])
+    worker = start_celery_worker("tasks", cwd=app_dir, pythonpath=[str(app_dir)], env={
+        "BIZMSG_TOKEN": sandbox.token, "BIZMSG_BASE_URL": sandbox.base_url,
+        "BIZMSG_SHARED_LIMITS": redis_server.url[:-2] + "/2",
+        "BIZMSG_JOURNAL": postgres_server.url})
+    env = {**child_env(), **worker.app_env()}
+    done = subprocess.run([sys.executable, "send_campaign.py"], cwd=app_dir, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [int(line.split()[0]) for line in lines] == list(range(8)), done.stdout
+    report = traffic(sandbox.base_url)
+    line = of_sender(report, "8613900000000")
+    assert line["accepted"] == report["sends"] == 300 and report["repeated_recipients"] == 0
+    assert line["throttled"] == 0 and line["busiest_second"] <= STANDARD_CEILING, line

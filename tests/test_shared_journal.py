@@ -10,6 +10,8 @@ What is judged: requests and commits per recipient in the sandbox's log, and the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -24,13 +26,22 @@ from campaign_support import settle
 from conftest import committed
 from services.postgres_server import PostgresServer
 from services.reports import write_report
+from services.redis_server import RedisServer
+from services.sandbox_server import SandboxProcess
 from shared_support import (
+    ROOT,
     SENDERS,
+    STANDARD_CEILING,
     Children,
+    block_starting,
+    child_env,
+    of_sender,
     outcomes_by_status,
     rows,
     seed_data,
+    traffic,
     wait_for,
+    write_seed_data,
 )
 
 TOKEN = "sandbox-token-acme"
@@ -371,3 +382,39 @@ def test_the_postgres_password_is_never_shown(
     assert len(bizmsg_logs.records) > 0
     for secret in (password, wrong, "p%40ss"):
         assert secret not in text
+
+
+# -- the README's example, as written, in several processes -----------------------------------------
+
+
+def test_the_readme_example_of_the_two_urls_runs_in_several_processes_at_once(
+        redis_server: RedisServer, postgres_server: PostgresServer,
+        start_sandbox_process: Callable[..., SandboxProcess], tmp_path: Path) -> None:
+    """The README's first example of "Campaigns across processes and machines" (the same in
+    docs/campaigns.md), as written but for its two URLs, which point at this test's Redis and
+    PostgreSQL, started in three processes at once against the standalone sandbox with
+    ``--enforce-limits``: 300 messages, each delivered once, none refused for throughput, as
+    the README says."""
+    readme, docs = ROOT / "README.md", ROOT / "docs" / "campaigns.md"
+    example = block_starting(readme, "import bizmsg", containing="shared_limits=")
+    assert example == block_starting(docs, "import bizmsg", containing="shared_limits=")
+    for written in ("redis://localhost:6379/0", "postgresql://bizmsg:secret@localhost:5432/bizmsg"):
+        assert example.count(written) == 1
+    script = tmp_path / "campaign.py"
+    script.write_text(example.replace("redis://localhost:6379/0", redis_server.url)
+                      .replace("postgresql://bizmsg:secret@localhost:5432/bizmsg",
+                               postgres_server.url))
+    sandbox = start_sandbox_process(["--enforce-limits", "--max-logged-requests", "0",
+                                     "--seed-data",
+                                     str(write_seed_data(tmp_path, ["8613900000000"]))])
+    env = {**child_env(), "BIZMSG_TOKEN": sandbox.token, "BIZMSG_BASE_URL": sandbox.base_url}
+    runs = [subprocess.Popen([sys.executable, str(script)], env=env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(3)]
+    outputs = [run.communicate(timeout=90) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err[-2000:] for _, err in outputs]
+    assert all(out.startswith("BulkResult(300 messages") for out, _ in outputs), outputs
+    report = traffic(sandbox.base_url)
+    line = of_sender(report, "8613900000000")
+    assert line["accepted"] == report["sends"] == 300 and report["repeated_recipients"] == 0
+    assert line["throttled"] == 0 and line["busiest_second"] <= STANDARD_CEILING, line
