@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery import Celery  # type: ignore[import-untyped]
+from celery.signals import task_postrun, task_prerun  # type: ignore[import-untyped]
 
 import bizmsg.celery
 

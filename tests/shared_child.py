@@ -5,7 +5,7 @@ one JSON line with what it saw. Started by ``shared_support.Child``.
 The spec (a JSON object; a file, so no password is on a command line):
 
 - ``client``: ``"sync"`` or ``"async"``; ``base_url``, ``token``; ``shared_limits`` (a URL or
-  absent); ``timeout`` and ``max_retries`` for the client (optional);
+  absent); ``timeout``, ``max_retries`` and ``allow_insecure_http`` for the client (optional);
 - ``kind``: ``"campaign"`` (``send_many(rows, **options)``) or ``"single"`` (``messages.send``
   of every row, ``threads`` at a time: threads for a sync client, tasks for an async one);
 - ``rows``: the path of a JSON file with the messages (flat dicts: ``to``, ``from``, ``name``,
@@ -110,7 +110,7 @@ async def run_single_async(spec: dict[str, Any], rows: list[dict[str, Any]],
 
 def client_options(spec: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {"base_url": spec["base_url"]}
-    for name in ("shared_limits", "timeout", "max_retries"):
+    for name in ("shared_limits", "timeout", "max_retries", "allow_insecure_http"):
         if spec.get(name) is not None:
             options[name] = spec[name]
     return options

@@ -67,10 +67,11 @@ def child_env() -> dict[str, str]:
 
 class Child:
     """``shared_child.py`` with ``spec`` (see there) and ``messages``, in a process of its own,
-    started in ``cwd`` (default: ``folder``). ``folder`` holds its spec, rows and stderr."""
+    started in ``cwd`` (default: ``folder``), after ``prefix`` (``ip netns exec NAME``: on
+    another host). ``folder`` holds its spec, rows and stderr."""
 
     def __init__(self, name: str, spec: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
-                 *, folder: Path, cwd: Path | None = None) -> None:
+                 *, folder: Path, cwd: Path | None = None, prefix: Sequence[str] = ()) -> None:
         self.name = name
         folder.mkdir(parents=True, exist_ok=True)
         rows_path = folder / f"{name}.rows.json"
@@ -84,7 +85,7 @@ class Child:
             cwd.mkdir(parents=True, exist_ok=True)
         with open(self.stderr_path, "wb") as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, str(CHILD), str(spec_path)], cwd=cwd or folder,
+                [*prefix, sys.executable, str(CHILD), str(spec_path)], cwd=cwd or folder,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=child_env(),
                 text=True)
         self.pid = self.process.pid
@@ -149,8 +150,8 @@ class Children:
         self.started: list[Child] = []
 
     def start(self, name: str, spec: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
-              *, cwd: Path | None = None) -> Child:
-        child = Child(name, spec, messages, folder=self.folder, cwd=cwd)
+              *, cwd: Path | None = None, prefix: Sequence[str] = ()) -> Child:
+        child = Child(name, spec, messages, folder=self.folder, cwd=cwd, prefix=prefix)
         self.started.append(child)
         return child
 

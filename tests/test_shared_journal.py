@@ -24,9 +24,10 @@ from bizmsg.celery import shards
 from bizmsg.testing import Sandbox
 from campaign_support import settle
 from conftest import committed
+from services.hosts import Host, Hosts
 from services.postgres_server import PostgresServer
-from services.reports import write_report
 from services.redis_server import RedisServer
+from services.reports import write_report
 from services.sandbox_server import SandboxProcess
 from shared_support import (
     ROOT,
@@ -240,7 +241,7 @@ def test_a_campaign_cut_into_shards_then_recut_sends_nothing_twice(
              else str(tmp_path / "shared.db"))
     every = rows(SENDERS[0], 900)
     every += [dict(row) for row in every[:30]]
-    options = {"journal": where, "campaign_id": "recut", "dedupe": False}
+    options: dict[str, Any] = {"journal": where, "campaign_id": "recut", "dedupe": False}
     with Sandbox(seed_data=seed_data(), honour_idempotency_keys=False) as sandbox:
         first_cut = shards(every, 3)
         first_cut[2] = first_cut[2][:len(first_cut[2]) // 2]
@@ -418,3 +419,64 @@ def test_the_readme_example_of_the_two_urls_runs_in_several_processes_at_once(
     line = of_sender(report, "8613900000000")
     assert line["accepted"] == report["sends"] == 300 and report["repeated_recipients"] == 0
     assert line["throttled"] == 0 and line["busiest_second"] <= STANDARD_CEILING, line
+
+
+# -- two hosts -------------------------------------------------------------------------------------
+
+
+def test_workers_on_two_hosts_share_one_redis_and_one_postgres(
+        hosts: Hosts, redis_server: RedisServer, postgres_server: PostgresServer,
+        start_sandbox_process: Callable[..., SandboxProcess], children: Children,
+        tmp_path: Path) -> None:
+    """Two hosts (network namespaces of their own, each reaching the servers over its own
+    network stack and link, not this machine's loopback), a worker on each running one shard of
+    a campaign of 600 messages from one STANDARD number, through one Redis and one PostgreSQL.
+    The worker on the first host is killed (SIGKILL) mid-shard; the second finishes its shard,
+    then resumes the whole campaign with ``resend_unknown=True``. Every recipient gets exactly
+    one message, no number is refused for throughput or goes over 80 in a second."""
+    sandbox = start_sandbox_process(["--enforce-limits", "--max-logged-requests", "0",
+                                     "--seed-data", str(write_seed_data(tmp_path))])
+    for port in (redis_server.port, postgres_server.port, sandbox.port):
+        hosts.expose(port)
+    first, second = hosts.hosts
+    # Another host: this machine's loopback is not its own.
+    probe = ("import socket, sys\ntry:\n    socket.create_connection(('127.0.0.1', %d), 2)\n"
+             "except OSError:\n    sys.exit(0)\nsys.exit(1)" % sandbox.port)
+    assert subprocess.run([*first.prefix(), sys.executable, "-c", probe], timeout=30).returncode == 0
+
+    def on(host: Host, **options: Any) -> dict[str, Any]:
+        # The same URLs on both hosts (one name, resolved by each to its own route).
+        return {"client": "sync", "base_url": host.url(sandbox.base_url), "token": TOKEN,
+                "shared_limits": host.url(redis_server.url), "allow_insecure_http": True,
+                "options": {"pace": "auto", "concurrency": 16, "campaign_id": "two-hosts",
+                            "journal": host.url(postgres_server.url), **options}}
+
+    every = rows(SENDERS[0], 600)
+    cut = shards(every, 2)
+    workers = [children.start(f"worker-on-{host.name}", {**on(host), "barrier": True}, shard,
+                              prefix=host.prefix(), cwd=tmp_path / host.name)
+               for host, shard in zip((first, second), cut)]
+    children.start_together(workers)
+    wait_for(lambda: traffic(sandbox.base_url)["accepted"] >= 150, "150 messages sent")
+    workers[0].kill()
+    finished = workers[1].result()
+    resumed = children.start(f"resume-on-{second.name}", on(second, resend_unknown=True), every,
+                             prefix=second.prefix(), cwd=tmp_path / second.name).result()
+    report = traffic(sandbox.base_url)
+    line = of_sender(report, SENDERS[0])
+    runs = postgres_server.psql("SELECT count(*) FROM bizmsg.runs r JOIN bizmsg.campaigns c "
+                                "ON c.id = r.campaign WHERE c.name = 'two-hosts'")
+    figures = {"second_host_shard": finished["counts"], "resumed": resumed["counts"], **line,
+               "replayed": report["replayed"], "repeated_recipients": report["repeated_recipients"]}
+    write_report("two_hosts", figures,
+                 summary=(f"Two hosts (network namespaces), one killed mid-shard: "
+                          f"{line['accepted']} delivered, {report['repeated_recipients']} twice, "
+                          f"{line['throttled']} refusals, busiest second {line['busiest_second']}; "
+                          f"resume {resumed['counts']}"),
+                 fallback_dir=tmp_path)
+    assert finished["counts"]["sent"] == len(cut[1]), figures
+    assert resumed["counts"]["unknown"] == resumed["counts"]["failed"] == 0, figures
+    assert resumed["counts"]["sent"] + resumed["counts"]["skipped"] == len(every), figures
+    assert line["accepted"] == len(every) and report["repeated_recipients"] == 0, figures
+    assert line["throttled"] == 0 and line["busiest_second"] <= STANDARD_CEILING, figures
+    assert runs == "3"
