@@ -102,6 +102,61 @@ def test_importing_bizmsg_does_not_import_the_celery_helper() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+def test_the_shard_task_run_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The task ``register`` makes, run here (``task.apply``, Celery's eager call): one client
+    per process, made on the first shard; the summary of each shard; a second run of the
+    campaign skips everything; the app's safe settings; a worker without a journal refuses
+    with a ``ConfigurationError``; pacing without shared limits is warned about."""
+    celery = require_module("celery", pip="celery[redis]")
+    from bizmsg.testing import Sandbox
+    from shared_support import seed_data
+
+    monkeypatch.delenv("BIZMSG_SHARED_LIMITS", raising=False)
+    monkeypatch.delenv("BIZMSG_JOURNAL", raising=False)
+    app = celery.Celery("bizmsg_local", broker="memory://", backend="cache+memory://")
+    app.conf.broker_transport_options = {"visibility_timeout": 60, "priority_steps": [0, 5]}
+    with Sandbox(seed_data=seed_data()) as sandbox:
+        made: list[int] = []
+
+        def client() -> bizmsg.Client:
+            made.append(os.getpid())
+            return sandbox.client()
+
+        task = bizmsg.celery.register(app, journal=str(tmp_path / "j.db"), client=client,
+                                      visibility_timeout=7200)
+        cut = shards(rows(SENDERS[0], 100), 2)
+
+        def run(name_task: Any, n: int, **options: Any) -> Any:
+            return name_task.apply(kwargs={"rows": cut[n], "campaign_id": "local", "shard": n,
+                                           "shards": 2, "options": options}).get()
+
+        first = [run(task, n, concurrency=8) for n in range(2)]
+        again = [run(task, n) for n in range(2)]
+        assert made == [os.getpid()]
+        assert [s["shard"] for s in first] == [0, 1]
+        assert sum(s["counts"]["sent"] for s in first) == 100
+        assert all(s["unknown"] == [] and s["redelivered"] is False and s["stop_reason"] is None
+                   and s["campaign_id"] == "local" and s["shards"] == 2 for s in first)
+        assert sum(s["counts"]["skipped"] for s in again) == 100
+        assert len(sandbox.sent_messages()) == 100
+
+        orphan = bizmsg.celery.register(app, name="bizmsg.orphan", client=client)
+        with pytest.raises(bizmsg.ConfigurationError, match="BIZMSG_JOURNAL"):
+            run(orphan, 0)
+        monkeypatch.setenv("BIZMSG_TOKEN", sandbox.token)
+        monkeypatch.setenv("BIZMSG_BASE_URL", sandbox.base_url)
+        alone = bizmsg.celery.register(app, name="bizmsg.alone", journal=str(tmp_path / "k.db"))
+        with caplog.at_level("WARNING", logger="bizmsg"):
+            assert run(alone, 0, pace="auto")["counts"]["sent"] == len(cut[0])
+        assert "without shared limits" in caplog.text
+    assert app.conf.worker_prefetch_multiplier == 1
+    assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is True
+    assert app.conf.broker_transport_options == {"visibility_timeout": 7200.0,
+                                                 "priority_steps": [0, 5]}
+    assert task.acks_late is True and task.reject_on_worker_lost is True
+
+
 # -- a campaign on a real worker, one of its pool processes killed -------------------------------
 
 

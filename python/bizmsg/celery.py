@@ -82,6 +82,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -276,6 +277,13 @@ def register(app: Any, *, name: str = TASK_NAME, journal: str | None = None,
                 "a shard needs the campaign's shared journal: pass journal= to "
                 "bizmsg.celery.register() or set BIZMSG_JOURNAL in the worker's environment")
         _check_options(options)
+        if client is None and not os.environ.get("BIZMSG_SHARED_LIMITS") and (
+                options.get("pace") or options.get("rate_limit")):
+            # Each pool process would pace alone: together, several times the number's pace.
+            logging.getLogger("bizmsg").warning(
+                "bizmsg.celery: shard %s of campaign %r paces without shared limits "
+                "(BIZMSG_SHARED_LIMITS is not set in the worker): its pace is not shared with "
+                "the other shards", shard, campaign_id)
         keywords = cast("CampaignOptions",
                         {**options, "campaign_id": campaign_id, "journal": where})
         result = client_here().messages.send_many(rows, **keywords)
