@@ -11,6 +11,8 @@ HTTP layer is mocked.
 - The real servers (Redis, PostgreSQL, the standalone sandbox, nginx, HAProxy, Squid, a Celery
   worker) come from the ``services`` package, whose fixtures are loaded below as a plugin; see
   ``services/fixtures.py``.
+- ``children``: child processes of a multi-process test (``shared_support.Children``), killed
+  at teardown if still running.
 - ``sigint_handler``: Python's own SIGINT handler (``KeyboardInterrupt``) installed for the test,
   for tests that interrupt their own process; ``DEFAULT_SIGINT`` does the same at the top of a
   child's script. Neither may be taken for granted: a run started with SIGINT ignored (``nohup``,
@@ -33,6 +35,7 @@ from hypothesis import HealthCheck, settings
 
 import bizmsg
 from bizmsg.testing import Sandbox
+from shared_support import Children
 
 # The real-server fixtures (services/fixtures.py): redis_server, postgres_server, nginx_server...
 pytest_plugins = ("services.fixtures",)
@@ -184,6 +187,13 @@ def bizmsg_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureF
     # caplog restores the levels after this teardown; the Rust side re-reads them lazily.
     logging.getLogger("bizmsg").setLevel(logging.NOTSET)
     bizmsg.refresh_logging()
+
+
+@pytest.fixture
+def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Children]:
+    started = Children(tmp_path_factory.mktemp("children"))
+    yield started
+    started.close()
 
 
 @pytest.fixture

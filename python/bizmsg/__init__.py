@@ -4,6 +4,11 @@
 >>> client = bizmsg.Client()          # token from $BIZMSG_TOKEN, base_url from $BIZMSG_BASE_URL
 >>> client.messages.send_template(to="8613800000000", from_="8613900000000",
 ...     name="order_update", parameters=["A1"], language="en_US")
+
+Across processes and hosts: ``Client(shared_limits="redis://...")`` shares pacing, pauses and
+tier counts; ``send_many(..., journal="postgresql://...", campaign_id=...)`` shares the
+journal. ``bizmsg.celery`` (imported on its own, ``import bizmsg.celery``; ``import bizmsg``
+does not load it, nor Celery) runs a campaign as shard tasks on Celery workers.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ worker. One concept per file:
 - ``redis_server.py``, ``postgres_server.py``, ``sandbox_server.py``, ``nginx_server.py``,
   ``haproxy_server.py``, ``squid_server.py``, ``celery_worker.py``: one server each, as a context
   manager usable outside pytest too
+- ``hosts.py``: other hosts on this machine (network namespaces), for workers "elsewhere"
 - ``reports.py``: figures reported (JSON and the terminal summary) rather than asserted
 - ``fixtures.py``: the pytest fixtures over all of them (a plugin loaded by ``tests/conftest.py``)
 - ``celery_check_app.py``: the trivial Celery app with which ``test_services.py`` checks the

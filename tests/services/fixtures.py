@@ -21,6 +21,7 @@ installed skips the test with the way to install it, or fails it under
 | ``squid_server`` | Squid as a forward proxy (``proxy=squid_server.proxy_url``) |
 | ``start_celery_worker`` | ``start_celery_worker("module", env={...})``: a prefork worker, |
 | | its broker and backend ``redis_server`` (or ``redis=``) |
+| ``hosts`` | two other hosts: network namespaces (``Hosts``), loopback ports relayed to them |
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ import pytest
 from .availability import ServiceUnavailable, skip_or_fail
 from .celery_worker import CeleryWorker
 from .haproxy_server import HAProxyServer
+from .hosts import Hosts
 from .nginx_server import NginxServer
 from .postgres_server import PostgresServer
-from .processes import still_running, stop_all
+from .processes import ServiceStartError, still_running, stop_all
 from .redis_server import RedisServer
 from .reports import add_summary_line, summary_lines
 from .sandbox_server import SandboxProcess
@@ -165,6 +167,29 @@ def start_celery_worker(request: pytest.FixtureRequest) -> Iterator[Callable[...
             return stack.enter_context(worker)
 
         yield start
+
+
+@pytest.fixture
+def hosts() -> Iterator[Hosts]:
+    """Two network namespaces joined to this machine (``hosts.hosts``), each a host of its
+    own for the processes run in it; ``hosts.expose(port)`` relays a loopback server to them.
+    The test is optional (``.ci/run`` does not set up for it): where namespaces cannot be made
+    (not root, a container without CAP_SYS_ADMIN, no iproute2) it skips, even under
+    ``BIZMSG_REQUIRE_SERVICES=1``."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("two hosts need network namespaces, which need root")
+    try:
+        made = Hosts(2)
+    except ServiceUnavailable as missing:
+        pytest.skip(str(missing))
+    except ServiceStartError as refused:
+        if "netns add" not in str(refused):
+            raise
+        pytest.skip(f"network namespaces are not permitted here: {refused}")
+    with made:
+        yield made
 
 
 @pytest.hookimpl(trylast=True)
