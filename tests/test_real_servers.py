@@ -284,3 +284,33 @@ def test_the_judge_catches_an_answer_given_to_the_wrong_request() -> None:
         race.outcomes[1].sms_id, race.outcomes[2].sms_id = race.outcomes[2].sms_id, race.outcomes[1].sms_id
         with pytest.raises(AssertionError, match="2 answers attributed to the wrong request"):
             judge(sandbox, sender, race, "selfcheck")
+
+
+@pytest.mark.timeout(_TIMEOUT)
+async def test_http2_refusals_are_sent_again_at_once_outside_the_retry_budget(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17, item 7: nginx ends each h2 connection after 50 streams with a graceful GOAWAY;
+    the streams it refuses were provably not processed. 64 sends in flight at a time, no retry
+    allowed (``max_retries=0``): every send goes, none is retried through the retry budget (no
+    ``on_retry``), none is unknown, and each message is committed once."""
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    retries: list[str] = []
+    client = bizmsg.AsyncClient(
+        stack.sandbox.token, base_url=stack.nginx.h2_url, verify=str(stack.nginx.ca_path),
+        max_retries=0, on_retry=lambda attempt, error, delay: retries.append(str(error)))
+    recipients = [f"8613{9_500_000 + n:07d}" for n in range(600)]
+    try:
+        gate = asyncio.Semaphore(64)
+
+        async def send(to: str) -> bizmsg.SendResult:
+            async with gate:
+                return await client.messages.send(to=to, from_=stack.sender, template=TEMPLATE)
+
+        results = await asyncio.gather(*(send(to) for to in recipients))
+    finally:
+        client.close()
+    assert all(result.ok for result in results)
+    assert retries == []
+    committed = Counter(r["body"]["to"] for r in stack.sandbox.sent_messages()
+                        if r["body"]["to"] in set(recipients) and not r["idempotent_replay"])
+    assert set(committed.values()) == {1} and len(committed) == len(recipients)

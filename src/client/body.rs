@@ -83,6 +83,16 @@ impl OutgoingBody {
         (body, watch)
     }
 
+    /// The same body again, watched by the same watch, for a request sent again after a
+    /// refusal that proves it was not processed (an HTTP/2 GOAWAY): it counts as having left
+    /// if either copy did, and can never leave once the attempt is abandoned.
+    pub(crate) fn again(&self) -> Self {
+        OutgoingBody {
+            data: self.data.clone(),
+            watch: self.watch.clone(),
+        }
+    }
+
     /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned and
     /// nothing may be written. The direct transport calls it before writing; reqwest, through
     /// [`Body::poll_frame`].

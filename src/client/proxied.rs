@@ -59,15 +59,35 @@ impl ProxiedTransport {
         // the pool lends it. On a shared runtime, the same turn lets a connection whose close
         // arrived just now be seen closed, where its task is this worker's.
         tokio::task::yield_now().await;
-        let client = match self.clients.with(|list| list.first().cloned()) {
-            Some(client) => client,
-            None => {
-                let client = self.settings.build()?;
-                self.clients.with(|list| list.push(client.clone()));
-                client
+        let mut request = request;
+        let mut refused = 0;
+        loop {
+            let client = match self.clients.with(|list| list.first().cloned()) {
+                Some(client) => client,
+                None => {
+                    let client = self.settings.build()?;
+                    self.clients.with(|list| list.push(client.clone()));
+                    client
+                }
+            };
+            let spare = request.again();
+            match send_proxied(&client, request, limit).await {
+                // Provably not processed (RFC 9113 8.7): at once, on a new stream or
+                // connection, outside the retry budget (a server closing a connection every 50
+                // streams, as nginx does, would otherwise spend it).
+                Err(Untrusted::Refused(_)) if refused < MAX_REFUSED => {
+                    refused += 1;
+                    request = spare;
+                }
+                other => return self.judged(other),
             }
-        };
-        match send_proxied(&client, request, limit).await {
+        }
+    }
+
+    /// What a proxied call's answer (or failure) means for the caller and for the pool.
+    fn judged(&self, sent: std::result::Result<(Reply, bool), Untrusted>) -> Result<Reply> {
+        match sent {
+            Err(Untrusted::Refused(error)) => Err(error),
             Err(Untrusted::Connection(error)) => {
                 // Its connection is out of step or may be: hyper would keep it in the pool,
                 // so the pool goes (the next call makes a new one). Rare: hostile answers only.
@@ -89,9 +109,15 @@ impl ProxiedTransport {
     }
 }
 
+/// HTTP/2 refusals sent again at once within one call (see `ProxiedTransport::send`).
+const MAX_REFUSED: usize = 4;
+
 /// Why a proxied call failed, and whether its connection can no longer be trusted.
 enum Untrusted {
     Call(Error),
+    /// Refused by HTTP/2 before processing (a graceful GOAWAY, REFUSED_STREAM): a
+    /// `ConnectError`, never processed.
+    Refused(Error),
     /// The answer could not be trusted, nor the connection it came on.
     Connection(Error),
 }
@@ -110,7 +136,13 @@ async fn send_proxied(
 ) -> std::result::Result<(Reply, bool), Untrusted> {
     let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
         .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
-    let response = client.execute(request).await.map_err(reqwest_error)?;
+    let response = client.execute(request).await.map_err(|error| {
+        if refused_by_http2(&error) {
+            Untrusted::Refused(Error::Connect(chain(&error)))
+        } else {
+            Untrusted::Call(reqwest_error(error))
+        }
+    })?;
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
     // Judged as the direct transport judges them (`direct/codec.rs`): a status that is no
@@ -177,7 +209,7 @@ impl ProxiedSettings {
 
 fn reqwest_error(error: reqwest::Error) -> Error {
     let detail = chain(&error);
-    if error.is_connect() || refused_by_http2(&error) {
+    if error.is_connect() {
         Error::Connect(detail)
     } else if error.is_timeout() {
         Error::Timeout(detail)

@@ -29,6 +29,16 @@ impl Outgoing {
             .map_or("/", http::uri::PathAndQuery::as_str)
     }
 
+    /// The same request again (see [`OutgoingBody::again`]).
+    pub(crate) fn again(&self) -> Self {
+        Outgoing {
+            method: self.method.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: self.body.again(),
+        }
+    }
+
     /// The same request as an `http::Request`, for a client that takes one (reqwest).
     pub(crate) fn into_http(self) -> Result<http::Request<OutgoingBody>> {
         let mut request = http::Request::new(self.body);

@@ -199,12 +199,13 @@ impl PostgresJournal {
         let failed = |what: &str, error: &dyn std::fmt::Display| {
             Error::SharedState(format!("journal {name}: {what}: {error}"))
         };
+        let failed_pg = |what: &str, error: &tokio_postgres::Error| failed(what, &describe(error));
         let tls = tls_config(&target.verify, &[]).map_err(|e| failed("TLS", &e))?;
         let (mut client, connection) = target
             .config
             .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
             .await
-            .map_err(|e| failed("cannot connect", &e))?;
+            .map_err(|e| failed_pg("cannot connect", &e))?;
         let connection_name = Arc::clone(&name);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -220,7 +221,7 @@ impl PostgresJournal {
         client
             .execute("SELECT pg_advisory_lock($1)", &[&lock_key])
             .await
-            .map_err(|e| failed("cannot lock this run", &e))?;
+            .map_err(|e| failed_pg("cannot lock this run", &e))?;
         client
             .execute(
                 "INSERT INTO bizmsg.runs (id, campaign, lock_key, host, pid) \
@@ -234,7 +235,7 @@ impl PostgresJournal {
                 ],
             )
             .await
-            .map_err(|e| failed("cannot record this run", &e))?;
+            .map_err(|e| failed_pg("cannot record this run", &e))?;
         let (commands, received) = mpsc::unbounded_channel();
         let writer = Writer {
             client,
@@ -263,7 +264,7 @@ impl PostgresJournal {
 /// Makes the schema on first use (or checks its version) and the campaign's row; returns the
 /// campaign's id.
 async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<i64, Error> {
-    let sql = |e: tokio_postgres::Error| Error::Campaign(e.to_string());
+    let sql = |e: tokio_postgres::Error| Error::Campaign(describe(&e));
     let transaction = client.transaction().await.map_err(sql)?;
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
@@ -437,10 +438,97 @@ impl Writer {
     }
 
     fn failed(&self, error: &tokio_postgres::Error) -> Error {
-        Error::SharedState(format!("journal {}: {error}", self.name))
+        Error::SharedState(format!("journal {}: {}", self.name, describe(error)))
     }
 
     async fn run_batch(&mut self, batch: Vec<Command>, replies: &mut Vec<Reply>) -> Result<()> {
+        let answers = match self.run_segments(&batch).await {
+            Ok(answers) => answers,
+            Err(error) => {
+                // Every command is answered with the failure (the writer loop does it).
+                replies.extend(batch.into_iter().map(answer_only));
+                return Err(error);
+            }
+        };
+        for (command, answer) in batch.into_iter().zip(answers) {
+            replies.push(match (command, answer) {
+                (Command::Lookup { reply, .. }, Answer::Rows(rows)) => Box::new(move |failure| {
+                    let _ = reply.send(match failure {
+                        None => Ok(rows),
+                        Some(failure) => Err(failure.clone()),
+                    });
+                }),
+                (Command::Claim { reply, .. }, Answer::Claimed(claimed)) => {
+                    Box::new(move |failure| {
+                        let _ = reply.send(match failure {
+                            None => Ok(claimed),
+                            Some(failure) => Err(failure.clone()),
+                        });
+                    })
+                }
+                (
+                    Command::Write {
+                        reply: Some(reply), ..
+                    },
+                    _,
+                ) => Box::new(move |failure| {
+                    let _ = reply.send(match failure {
+                        None => Ok(()),
+                        Some(failure) => Err(failure.clone()),
+                    });
+                }),
+                (other, _) => answer_only(other),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a batch as transactions in the engine's order: each claim alone, and the commands
+    /// between claims together. A transaction that wrote this run's messages and then claimed
+    /// another run's would hold the first while waiting for the second; the other run, doing
+    /// the same the other way round, would deadlock with it (the server detects it only after
+    /// `deadlock_timeout`, a second by default). Claims alone lock in one order (sorted) and
+    /// wait for nothing they hold.
+    async fn run_segments(&mut self, batch: &[Command]) -> Result<Vec<Answer>> {
+        let is_claim = |command: &Command| matches!(command, Command::Claim { .. });
+        let mut answers = Vec::with_capacity(batch.len());
+        for segment in batch.chunk_by(|a, b| !is_claim(a) && !is_claim(b)) {
+            answers.extend(self.run_segment(segment).await?);
+        }
+        Ok(answers)
+    }
+
+    /// One transaction, run again when the server rolled it back for a conflict with another
+    /// run's (a deadlock or a serialization failure: nothing of it was committed).
+    async fn run_segment(&mut self, segment: &[Command]) -> Result<Vec<Answer>> {
+        let mut attempt = 0;
+        loop {
+            match self.try_segment(segment).await {
+                Ok(answers) => return Ok(answers),
+                Err(Attempt::Again(error)) if attempt < MAX_TRANSACTION_RETRIES => {
+                    attempt += 1;
+                    log::debug!(
+                        target: "bizmsg",
+                        "campaign journal {}: transaction rolled back ({}), running it again",
+                        self.name,
+                        describe(&error)
+                    );
+                    let pause = 5 + fastrand::u64(..20) * u64::from(attempt);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                Err(Attempt::Again(error) | Attempt::Failed(error)) => {
+                    return Err(self.failed(&error));
+                }
+                Err(Attempt::Stop(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// One transaction for a segment of a batch: the answer of each command, in order.
+    async fn try_segment(
+        &mut self,
+        batch: &[Command],
+    ) -> std::result::Result<Vec<Answer>, Attempt> {
         // A claim or a durable write waits for the commit to be on disk; results alone may be
         // committed asynchronously.
         let durable = batch.iter().any(|command| {
@@ -449,15 +537,13 @@ impl Writer {
                 Command::Claim { .. } | Command::Write { reply: Some(_), .. }
             )
         });
-        let (campaign, run, lease, name) =
-            (self.campaign, self.run, self.lease, Arc::clone(&self.name));
-        let fail = |e: tokio_postgres::Error| Error::SharedState(format!("journal {name}: {e}"));
-        let transaction = self.client.transaction().await.map_err(fail)?;
+        let (campaign, run, lease) = (self.campaign, self.run, self.lease);
+        let transaction = self.client.transaction().await.map_err(Attempt::of)?;
         if !durable {
             transaction
                 .batch_execute("SET LOCAL synchronous_commit = off")
                 .await
-                .map_err(fail)?;
+                .map_err(Attempt::of)?;
         }
         // A run taken for dead (its lock found gone, its lease past) stops: its claims may be
         // another run's by now.
@@ -468,59 +554,94 @@ impl Writer {
                 &[&run],
             )
             .await
-            .map_err(fail)?
+            .map_err(Attempt::of)?
             .get(0);
         if !alive {
-            return Err(Error::SharedState(format!(
-                "journal {name}: this run was taken for a dead one (its lease passed): it stops"
-            )));
+            return Err(Attempt::Stop(Error::SharedState(format!(
+                "journal {}: this run was taken for a dead one (its lease passed): it stops",
+                self.name
+            ))));
         }
+        let mut answers = Vec::with_capacity(batch.len());
         let mut writes: Vec<Row> = Vec::new();
         for command in batch {
             match command {
-                Command::Lookup { identities, reply } => {
-                    let rows = lookup(&transaction, campaign, run, lease, &identities)
+                Command::Lookup { identities, .. } => {
+                    let rows = lookup(&transaction, campaign, run, lease, identities)
                         .await
-                        .map_err(fail)?;
-                    replies.push(Box::new(move |failure| {
-                        let _ = reply.send(match failure {
-                            None => Ok(rows),
-                            Some(failure) => Err(failure.clone()),
-                        });
-                    }));
+                        .map_err(Attempt::of)?;
+                    answers.push(Answer::Rows(rows));
                 }
-                Command::Claim { claims, reply } => {
+                Command::Claim { claims, .. } => {
                     // Earlier writes of the batch first: the order the engine gave.
                     write(&transaction, campaign, run, std::mem::take(&mut writes))
                         .await
-                        .map_err(fail)?;
-                    let claimed = claim(&transaction, campaign, run, lease, &claims)
+                        .map_err(Attempt::of)?;
+                    let claimed = claim(&transaction, campaign, run, lease, claims)
                         .await
-                        .map_err(fail)?;
-                    replies.push(Box::new(move |failure| {
-                        let _ = reply.send(match failure {
-                            None => Ok(claimed),
-                            Some(failure) => Err(failure.clone()),
-                        });
-                    }));
+                        .map_err(Attempt::of)?;
+                    answers.push(Answer::Claimed(claimed));
                 }
-                Command::Write { rows, reply } => {
-                    writes.extend(rows);
-                    if let Some(reply) = reply {
-                        replies.push(Box::new(move |failure| {
-                            let _ = reply.send(match failure {
-                                None => Ok(()),
-                                Some(failure) => Err(failure.clone()),
-                            });
-                        }));
-                    }
+                Command::Write { rows, .. } => {
+                    writes.extend(rows.iter().cloned());
+                    answers.push(Answer::Written);
                 }
             }
         }
         write(&transaction, campaign, run, writes)
             .await
-            .map_err(fail)?;
-        transaction.commit().await.map_err(fail)
+            .map_err(Attempt::of)?;
+        transaction.commit().await.map_err(Attempt::of)?;
+        Ok(answers)
+    }
+}
+
+/// Transactions rolled back by the server for a conflict, run again within one batch.
+const MAX_TRANSACTION_RETRIES: u32 = 8;
+
+/// What a command of a batch was answered.
+enum Answer {
+    Rows(Vec<Row>),
+    Claimed(Vec<Claimed>),
+    Written,
+}
+
+/// How a batch's transaction failed.
+enum Attempt {
+    /// Rolled back for a conflict with another run's: run again.
+    Again(tokio_postgres::Error),
+    Failed(tokio_postgres::Error),
+    /// The run must stop (taken for dead).
+    Stop(Error),
+}
+
+impl Attempt {
+    fn of(error: tokio_postgres::Error) -> Attempt {
+        use tokio_postgres::error::SqlState;
+        match error.code() {
+            Some(code)
+                if *code == SqlState::T_R_DEADLOCK_DETECTED
+                    || *code == SqlState::T_R_SERIALIZATION_FAILURE =>
+            {
+                Attempt::Again(error)
+            }
+            _ => Attempt::Failed(error),
+        }
+    }
+}
+
+/// A PostgreSQL error as a person needs it: the server's message, its SQLSTATE and detail
+/// (tokio-postgres's own text says only "db error" for them).
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(detail) = db.detail() {
+                text.push_str(&format!(": {detail}"));
+            }
+            text
+        }
+        None => error.to_string(),
     }
 }
 
@@ -719,6 +840,20 @@ async fn write(
     let codes: Vec<Option<&str>> = rows.iter().map(|r| r.code.as_deref()).collect();
     let msgs: Vec<Option<&str>> = rows.iter().map(|r| r.msg.as_deref()).collect();
     let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
+    // Locked first in one order (the claims' order), so that a claim of the same messages by
+    // another run, sorted too, cannot hold one of them while waiting for another this holds.
+    // The UPDATE's join would lock them in the order of its plan.
+    transaction
+        .execute(
+            "SELECT 1 FROM bizmsg.messages m
+             WHERE m.campaign = $1
+               AND (m.fingerprint, m.occurrence) IN
+                   (SELECT * FROM unnest($2::uuid[], $3::int4[]))
+             ORDER BY m.fingerprint, m.occurrence
+             FOR UPDATE",
+            &[&campaign, &fingerprints, &occurrences],
+        )
+        .await?;
     let parameters: [&(dyn ToSql + Sync); 10] = [
         &campaign,
         &run,
@@ -898,6 +1033,57 @@ mod tests {
         }
         all.sort_unstable();
         assert_eq!(all, (0..2000).collect::<Vec<u128>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_that_write_their_messages_and_claim_each_others_never_deadlock() {
+        // Each run writes the messages it holds and at once claims the other's. Were the write
+        // and the claim one transaction, or the write's locks taken in its plan's order, the
+        // two would lock the same rows in opposite orders and the server roll one back as a
+        // deadlock (a second later), which the run would fail with.
+        let Some(server) = PostgresServer::start() else {
+            return;
+        };
+        let first = Arc::new(
+            PostgresJournal::open(&server.url, "crossing", LEASE)
+                .await
+                .unwrap(),
+        );
+        let second = Arc::new(
+            PostgresJournal::open(&server.url, "crossing", LEASE)
+                .await
+                .unwrap(),
+        );
+        for round in 0..40u128 {
+            let (mine, theirs) = (
+                round * 400..round * 400 + 200,
+                round * 400 + 200..round * 400 + 400,
+            );
+            assert!(first
+                .claim(claims(mine.clone()))
+                .await
+                .unwrap()
+                .iter()
+                .all(|c| *c == Claimed::Won));
+            assert!(second
+                .claim(claims(theirs.clone()))
+                .await
+                .unwrap()
+                .iter()
+                .all(|c| *c == Claimed::Won));
+            let cross = |run: Arc<PostgresJournal>,
+                         held: std::ops::Range<u128>,
+                         wanted: std::ops::Range<u128>| {
+                tokio::spawn(async move {
+                    run.write(held.map(|n| result(n, State::Failed)).collect())?;
+                    run.claim(claims(wanted)).await
+                })
+            };
+            let a = cross(Arc::clone(&first), mine.clone(), theirs.clone());
+            let b = cross(Arc::clone(&second), theirs, mine);
+            a.await.unwrap().unwrap();
+            b.await.unwrap().unwrap();
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
