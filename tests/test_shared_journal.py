@@ -314,6 +314,9 @@ def test_postgres_killed_mid_campaign_stops_it_gracefully_and_the_journal_stays_
     assert error["type"] in ("CampaignError", "SharedStateError"), record
     assert postgres_server.password not in json.dumps(record)
     assert f"127.0.0.1:{postgres_server.port}" in error["message"]
+    # Regression: a PostgreSQL failure (a SharedStateError too) was taken for the shared
+    # limits' and the journal kept.
+    assert record["stop_reason"] and "the journal failed" in record["stop_reason"], record
     # Every message it had taken from the input has its outcome (those it never read are not
     # in the result, and were never requested).
     reported = {o[0] for o in record["outcomes"]}
@@ -345,6 +348,8 @@ def test_postgres_killed_mid_campaign_stops_it_gracefully_and_the_journal_stays_
      "journal", "sslmode"),
     ({"journal": "postgresql://u:s3cret@127.0.0.1:notaport/db", "campaign_id": "c"}, "journal",
      "port"),
+    ({"journal": "postgresql://u:s3cret@127.0.0.1:5432/db?bogus=1", "campaign_id": "c"},
+     "journal", "unknown option `bogus`"),
 ])
 def test_a_bad_journal_is_a_validation_error_naming_the_field_without_the_password(
         options: dict[str, Any], field: str, says: str, sandbox: Sandbox,

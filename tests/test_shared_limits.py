@@ -344,6 +344,9 @@ def test_a_single_send_waits_for_an_unreachable_store_no_longer_than_its_timeout
     ("redis://:s3cret@127.0.0.1:6379/0?wait=-1", "wait="),
     ("redis://:s3cret@127.0.0.1:6379/0?pool=4", "unknown parameter"),
     ("redis://", "no host"),
+    # Regression: without a scheme, ``u`` was read as one and the password shown.
+    ("u:s3cret@127.0.0.1:6379", "unknown scheme"),
+    (":s3cret@127.0.0.1:6379", "not a URL"),
 ])
 def test_a_bad_shared_limits_url_is_a_validation_error_without_its_password(
         url: str, says: str, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:

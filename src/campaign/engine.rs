@@ -448,22 +448,26 @@ impl<P: Send + 'static> Engine<P> {
     /// `dispatched`, in doubt, the safe reading), the campaign stops gracefully so that every
     /// message still gets its outcome, and the error is reported at the end.
     fn fail(&mut self, error: Error) {
-        let shared_limits = matches!(error, Error::SharedState(_));
-        let reason = if shared_limits {
-            format!("the shared limits failed: {error}")
-        } else {
-            format!("the journal failed: {error}")
-        };
+        let reason = format!("the journal failed: {error}");
+        self.stop_for(error, &reason);
+        self.journal = None;
+    }
+
+    /// A shared-limits failure (the store could not say when a message may go): the campaign
+    /// stops as for a journal failure, but the journal keeps recording the outcomes.
+    fn fail_limits(&mut self, error: Error) {
+        let reason = format!("the shared limits failed: {error}");
+        self.stop_for(error, &reason);
+    }
+
+    fn stop_for(&mut self, error: Error, reason: &str) {
         if self.failure.is_none() {
             self.failure = Some(error);
         }
         if self.stopped.is_none() {
             // The messages waiting are reported skipped, and written so if the journal still
             // takes writes (best effort: else they stay in doubt, the safe reading).
-            self.stop(None, &reason);
-        }
-        if !shared_limits {
-            self.journal = None;
+            self.stop(None, reason);
         }
     }
 
@@ -498,7 +502,7 @@ impl<P: Send + 'static> Engine<P> {
             failure,
         } = finished;
         if let Some(failure) = failure {
-            self.fail(failure);
+            self.fail_limits(failure);
         }
         // The mark written before dispatch holds the fingerprint; the result keeps it.
         let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
@@ -829,7 +833,7 @@ impl<P: Send + 'static> Engine<P> {
             let count = match counted {
                 Ok(count) => count,
                 Err(error) => {
-                    self.fail(error);
+                    self.fail_limits(error);
                     return refused;
                 }
             };

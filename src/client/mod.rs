@@ -269,7 +269,7 @@ impl Client {
         let pace = self
             .shared
             .paces
-            .of(from, self, limits.as_ref(), call)
+            .of(from, self, limits.as_ref(), call, deadline)
             .await?;
         let slot = crate::limits::Slot {
             sender: pace.map(|pace| (from, pace)),

@@ -107,14 +107,20 @@ pub trait LimitsStore: Send + Sync {
     }
 
     /// The senders' paces one process looked up and cached in the store (`paces.rs`'s JSON),
-    /// if still there.
-    fn cached_paces(&self) -> BoxFuture<'_, Result<Option<String>>> {
+    /// if still there; waiting for an unreachable store no later than `deadline` (a call's).
+    fn cached_paces(&self, deadline: Option<Instant>) -> BoxFuture<'_, Result<Option<String>>> {
+        let _ = deadline;
         Box::pin(std::future::ready(Ok(None)))
     }
 
     /// Caches the senders' paces (`json`) in the store for `ttl`, for every process.
-    fn cache_paces(&self, json: String, ttl: Duration) -> BoxFuture<'_, Result<()>> {
-        let _ = (json, ttl);
+    fn cache_paces(
+        &self,
+        json: String,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, Result<()>> {
+        let _ = (json, ttl, deadline);
         Box::pin(std::future::ready(Ok(())))
     }
 }
@@ -138,16 +144,50 @@ pub fn shared(
 /// `url` with its password replaced by `***`: how errors, logs and reprs name a store.
 pub fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {
-        Ok(mut parsed) => {
+        Ok(mut parsed) if parsed.has_host() => {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some("***"));
             }
             parsed.to_string()
         }
-        // Not a URL: shown up to the first '@' at most (what may follow is a credential).
-        Err(_) => match url.rsplit_once('@') {
-            Some((_, host)) => format!("***@{host}"),
+        // Not a URL with a host (`user:password@host`, read as the scheme `user`; a typo):
+        // what comes before the last '@' may be a credential, and is not shown.
+        _ => match url.rsplit_once('@') {
+            Some((before, host)) => {
+                let scheme = before
+                    .split_once("://")
+                    .map_or(String::new(), |(scheme, _)| format!("{scheme}://"));
+                format!("{scheme}***@{host}")
+            }
             None => url.to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn a_url_is_shown_without_its_password_however_it_is_mistyped() {
+        for (url, shown) in [
+            (
+                "redis://:s3cret@127.0.0.1:6379/0",
+                "redis://:***@127.0.0.1:6379/0",
+            ),
+            (
+                "postgresql://u:s3cret@db:5432/x",
+                "postgresql://u:***@db:5432/x",
+            ),
+            // No scheme: `u` would be taken for one, the rest for a path.
+            ("u:s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
+            (":s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
+            ("redis:s3cret@host", "***@host"),
+            ("redis://:s3cret@/0", "redis://***@/0"),
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("localhost", "localhost"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 }

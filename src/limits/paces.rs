@@ -34,11 +34,12 @@ impl SenderPaces {
         client: &Client,
         store: &dyn LimitsStore,
         call: &CallOptions,
+        deadline: Option<Instant>,
     ) -> Result<Option<f64>> {
         if let Some(pace) = self.memo(sender) {
             return Ok(pace);
         }
-        let cached: Paces = match store.cached_paces().await? {
+        let cached: Paces = match store.cached_paces(deadline).await? {
             Some(json) => serde_json::from_str(&json).unwrap_or_default(),
             None => Paces::new(),
         };
@@ -53,7 +54,7 @@ impl SenderPaces {
             let mut paces = cached;
             paces.extend(lookup(client, call).await?);
             if let Ok(json) = serde_json::to_string(&paces) {
-                store.cache_paces(json, FRESH_FOR).await?;
+                store.cache_paces(json, FRESH_FOR, deadline).await?;
             }
             paces.entry(sender.to_owned()).or_insert(None);
             paces

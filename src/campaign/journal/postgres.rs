@@ -134,7 +134,12 @@ impl Target {
     fn parse(url: &str) -> Result<Target> {
         let name = crate::limits::redact_url(url);
         let refuse = |why: String| Error::validation("journal", format!("{name}: {why}"));
-        let mut parsed = url::Url::parse(url.trim()).map_err(|e| refuse(e.to_string()))?;
+        let mut parsed = url::Url::parse(url.trim())
+            .ok()
+            .filter(url::Url::has_host)
+            .ok_or_else(|| {
+                refuse("not a URL: expected postgresql://user:password@host:port/database".into())
+            })?;
         let mut sslmode = None;
         let mut rootcert = None;
         let mut kept: Vec<(String, String)> = Vec::new();
@@ -153,7 +158,11 @@ impl Target {
         let mut config: Config = parsed
             .as_str()
             .parse()
-            .map_err(|e: tokio_postgres::Error| refuse(e.to_string()))?;
+            .map_err(|e: tokio_postgres::Error| {
+                // The cause ("unknown option `x`") is the error's source.
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                refuse(cause.map_or_else(|| e.to_string(), |cause| format!("{e}: {cause}")))
+            })?;
         let (mode, verify) = match sslmode.as_deref().unwrap_or("prefer") {
             "disable" => (SslMode::Disable, Verify::Disabled),
             "allow" | "prefer" => (SslMode::Prefer, Verify::Disabled),
@@ -1088,14 +1097,26 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn bad_urls_are_refused_naming_the_field_without_the_password() {
-        for url in [
-            "postgresql://user:s3cret@127.0.0.1:1/db?sslmode=bogus",
-            "postgresql://user:s3cret@127.0.0.1:1/?sslmode=disable",
+        for (url, says) in [
+            (
+                "postgresql://user:s3cret@127.0.0.1:1/db?sslmode=bogus",
+                "sslmode=\"bogus\"",
+            ),
+            (
+                "postgresql://user:s3cret@127.0.0.1:1/?sslmode=disable",
+                "names no database",
+            ),
+            (
+                "postgresql://user:s3cret@127.0.0.1:1/db?bogus_option=1",
+                "unknown option `bogus_option`",
+            ),
+            ("user:s3cret@127.0.0.1:5432/db", "not a URL"),
         ] {
             let error = PostgresJournal::open(url, "c", LEASE).await.err().unwrap();
             let text = error.to_string();
             assert!(matches!(error, Error::Validation { ref field, .. } if field == "journal"));
             assert!(!text.contains("s3cret"), "{text}");
+            assert!(text.contains(says), "{text}");
         }
         let unreachable = PostgresJournal::open(
             "postgresql://user:s3cret@127.0.0.1:1/db?sslmode=disable",

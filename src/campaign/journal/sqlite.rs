@@ -215,6 +215,27 @@ const TABLES: &str = "
         PRIMARY KEY (fingerprint, occurrence)
     ) WITHOUT ROWID;";
 
+/// Puts the journal in WAL mode (once per file: the mode is kept in it). Switching takes an
+/// exclusive lock that the busy timeout does not wait for, so runs opening one new journal at
+/// once try again, within the busy timeout, while another holds it.
+fn use_wal(connection: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        let switched = connection
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0));
+        match switched {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5 + fastrand::u64(..10)));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// Creates the tables (or moves a format-1 journal to format 2) and settles the campaign id,
 /// in one transaction that holds SQLite's write lock: processes opening one new journal at
 /// once do not race.
@@ -222,7 +243,7 @@ fn prepare(
     connection: &mut Connection,
     campaign_id: Option<&str>,
 ) -> std::result::Result<String, Setup> {
-    connection.pragma_update(None, "journal_mode", "WAL")?;
+    use_wal(connection)?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     transaction.execute(
@@ -647,6 +668,24 @@ mod tests {
         let mut row = Row::new(identity(n), state, Some(format!("k{n}")));
         row.clears_doubt = true;
         row
+    }
+
+    #[test]
+    fn runs_opening_one_new_journal_at_once_all_open_it() {
+        // Switching a new file to WAL takes an exclusive lock that SQLite's busy timeout does
+        // not wait for: the runs that lost the race failed with "database is locked".
+        for _ in 0..20 {
+            let path = fresh_dir().join("campaign.db");
+            let opened: Vec<Result<SqliteJournal>> = std::thread::scope(|scope| {
+                let runs: Vec<_> = (0..6)
+                    .map(|_| scope.spawn(|| SqliteJournal::open(&path, Some("c"), LEASE)))
+                    .collect();
+                runs.into_iter().map(|run| run.join().unwrap()).collect()
+            });
+            for journal in opened {
+                journal.unwrap();
+            }
+        }
     }
 
     #[tokio::test]

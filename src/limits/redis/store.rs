@@ -330,12 +330,12 @@ impl LimitsStore for RedisLimits {
         })
     }
 
-    fn cached_paces(&self) -> BoxFuture<'_, Result<Option<String>>> {
+    fn cached_paces(&self, deadline: Option<Instant>) -> BoxFuture<'_, Result<Option<String>>> {
         Box::pin(async move {
             let here = self.here()?;
             let key = self.keys.paces();
             here.link
-                .run(None, |mut connection| {
+                .run(deadline, |mut connection| {
                     let key = key.clone();
                     async move {
                         ::redis::cmd("GET")
@@ -348,13 +348,18 @@ impl LimitsStore for RedisLimits {
         })
     }
 
-    fn cache_paces(&self, json: String, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+    fn cache_paces(
+        &self,
+        json: String,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let here = self.here()?;
             let key = self.keys.paces();
             let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
             here.link
-                .run(None, |mut connection| {
+                .run(deadline, |mut connection| {
                     let (key, json) = (key.clone(), json.clone());
                     async move {
                         ::redis::cmd("SET")

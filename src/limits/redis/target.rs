@@ -54,8 +54,13 @@ fn invalid(shown: &str, problem: impl std::fmt::Display) -> Error {
 impl Target {
     pub(super) fn parse(raw: &str) -> Result<Self> {
         let shown = redact_url(raw);
-        let url =
-            Url::parse(raw.trim()).map_err(|e| invalid(&shown, format!("not a URL ({e})")))?;
+        let url = Url::parse(raw.trim()).map_err(|_| {
+            invalid(
+                &shown,
+                "not a URL: expected redis://[[user]:password@]host[:port][/database] (or \
+                 rediss:// for TLS)",
+            )
+        })?;
         let tls = match url.scheme() {
             "redis" => false,
             "rediss" => true,

@@ -337,13 +337,17 @@ fn tiers_count_unique_recipients_across_instances() {
         assert_eq!(count.verdicts.iter().filter(|v| **v == Over).count(), 500);
 
         // The paces one process looked up are there for all.
-        assert_eq!(first.cached_paces().await.unwrap(), None);
+        assert_eq!(first.cached_paces(None).await.unwrap(), None);
         first
-            .cache_paces("{\"15550001\":60.0}".to_owned(), Duration::from_secs(60))
+            .cache_paces(
+                "{\"15550001\":60.0}".to_owned(),
+                Duration::from_secs(60),
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(
-            second.cached_paces().await.unwrap().as_deref(),
+            second.cached_paces(None).await.unwrap().as_deref(),
             Some("{\"15550001\":60.0}")
         );
     });
