@@ -313,6 +313,56 @@ def test_bad_rows_are_failed_results_and_exit_3(sandbox: Sandbox, sender: Number
     assert sandbox.stats()["sends"] == 50  # nothing of the bad rows reached the service
 
 
+def test_an_unclosed_quote_or_a_short_row_is_never_sent(sandbox: Sandbox, sender: Number,
+                                                        tmp_path: Path) -> None:
+    """Regression (issue 18): an unclosed quote made the csv module read on into the rows
+    below: with the quote in the last column, the next rows were swallowed into that
+    message's parameters and **sent** with it; elsewhere, and for a row with fewer cells than
+    the header, the row was reported with a misleading "invalid template.language: is
+    missing". Now each line is one row: the broken one is a failed row naming its line and
+    what is wrong with it, and the lines below it are rows of their own."""
+    def row(i: int, *cells: str) -> str:
+        return ",".join([recipient(i), sender.digits, *cells]) + "\n"
+
+    lines = [
+        "to,from,template,language,parameters\n",
+        row(0, "order_update", "en", "A-0"),
+        row(1, "order_update", "en", '"A-1'),             # line 3: unclosed, last column
+        row(2, "order_update", "en", "A-2"),
+        row(3, '"order_update', "en", "A-3"),             # line 5: unclosed, in the middle
+        row(4, "order_update", "en", '"A-4"'),            # a closed quote: fine
+        row(5, "order_update"),                           # line 7: two cells short
+        row(6, "order_update", "en", "A-6"),
+        row(7, "order_update", "en", '"A-7'),             # line 9: unclosed at the end of
+    ]                                                     # the file, without a line break
+    messages = tmp_path / "m.csv"
+    messages.write_text("".join(lines).rstrip("\n"), encoding="utf-8")
+    results = tmp_path / "r.jsonl"
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), "--results", str(results))
+    assert done.returncode == 3, done.stderr
+    rows = by_index(read_results(results))
+    assert sorted(rows) == list(range(8))
+    assert {i for i, r in rows.items() if r["status"] == "sent"} == {0, 2, 4, 6}
+    unclosed = ("a quote is not closed on this line (an unclosed quote?); a CSV cell cannot "
+                "span lines")
+    assert rows[1]["error"] == f"ValidationError: line 3: {unclosed}"
+    assert rows[3]["error"] == f"ValidationError: line 5: {unclosed}"
+    assert rows[5]["error"] == ("ValidationError: line 7: the row has 3 cells, fewer than the "
+                                "header's 5 columns")
+    assert rows[7]["error"] == f"ValidationError: line 9: {unclosed}"
+    assert [rows[i]["to"] for i in (1, 3, 5, 7)] == [recipient(i) for i in (1, 3, 5, 7)]
+    # What went out is exactly the four good rows, each with its own parameters.
+    assert sorted((r["body"]["to"], r["body"]["template"]["parameters"])
+                  for r in committed(sandbox)) == [(recipient(i), f"A-{i}") for i in (0, 2, 4, 6)]
+
+    # The dry run names the same lines.
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), "--dry-run")
+    assert done.returncode == 3, done.stderr
+    assert f"  #1: ValidationError: line 3: {unclosed}" in done.stdout.splitlines()
+    assert ("  #5: ValidationError: line 7: the row has 3 cells, fewer than the header's 5 "
+            "columns") in done.stdout.splitlines()
+
+
 def test_a_rejected_send_exits_3(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
     rows = csv_rows(sender.display, 10)
     rows[4][1] = STRANGER
