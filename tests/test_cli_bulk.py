@@ -756,14 +756,13 @@ def test_pace_auto_and_the_campaign_warnings_on_stderr(tmp_path: Path) -> None:
         assert sandbox.stats()["accepted"] == 60  # the sandbox does not enforce it here
 
 
-def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
-    pytest.importorskip("tqdm")
-    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 300))
+def on_a_terminal(sandbox: Sandbox, *args: str) -> tuple[int, str]:
+    """Runs ``bizmsg *args`` with stderr on a terminal (a pty, 120 columns wide): its exit
+    status, and what it showed there."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     process = subprocess.Popen(
-        [*SCRIPT, "send", "--file", str(messages), "--results", str(tmp_path / "r.csv")],
-        stdout=subprocess.PIPE, stderr=follower,
+        [*SCRIPT, *args], stdout=subprocess.PIPE, stderr=follower,
         env=environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token),
     )
     os.close(follower)
@@ -777,10 +776,41 @@ def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path
             break
         shown += chunk
     os.close(leader)
-    assert process.wait(timeout=60) == 0
-    text = shown.decode()
+    return process.wait(timeout=60), shown.decode()
+
+
+def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 300))
+    status, text = on_a_terminal(sandbox, "send", "--file", str(messages), "--results",
+                                 str(tmp_path / "r.csv"))
+    assert status == 0
     assert "sending: 100%" in text and "300/300" in text
     assert text.rstrip().splitlines()[-1].startswith("bizmsg: 300 messages in ")
+
+
+def test_warnings_during_a_campaign_go_through_the_progress_bar(tmp_path: Path) -> None:
+    """Regression (issue 18): a warning was printed where the cursor was, inside the bar
+    (``…sent=942]bizmsg: warning: …``). Each goes through tqdm, which clears the bar, writes
+    the line and draws the bar again: what is left of a line once the terminal has handled
+    its carriage returns is the warning alone."""
+    pytest.importorskip("tqdm")
+    data = {"tenants": {"acme": [{
+        "bizAccountId": "100000000000001", "name": "Acme", "chatBusinessManagerMessagingLimit":
+        "TIER_50", "businessPhoneNumbers": [{"phoneNumberId": "200000000000001",
+                                             "displayPhoneNumber": "+1 415 555 0100",
+                                             "throughput": "HIGH"}]}]}}
+    with Sandbox(seed_data=data) as sandbox:
+        messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows("+1 415 555 0100", 60))
+        status, text = on_a_terminal(sandbox, "send", "--file", str(messages), "--pace",
+                                     "auto", "--results", str(tmp_path / "r.csv"))
+    assert status == 0, text
+    shown = [line.rstrip("\r").split("\r")[-1] for line in text.split("\n")]
+    warnings = [line for line in text.split("\n") if "warning:" in line]
+    assert len(warnings) == 2, text
+    assert [line for line in shown if "warning:" in line] == [
+        line for line in shown if line.startswith("bizmsg: warning: account Acme ")], text
+    assert "sending: 100%" in text
 
 
 def test_help_documents_the_columns_results_and_exit_statuses() -> None:

@@ -130,11 +130,14 @@ def _describe(outcome: SendOutcome) -> str:
 
 class _CampaignWarnings(logging.Handler):
     """Shows the campaign's warnings (a messaging tier passed, a sender rated RED, ...) on
-    stderr: the records of the ``bizmsg`` logger that start with ``campaign: ``."""
+    stderr: the records of the ``bizmsg`` logger that start with ``campaign: ``. With a
+    progress bar they go through tqdm (``tqdm.write``), which clears the bar, writes the line
+    and draws the bar again below it: a line printed as is would land inside the bar."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: bool) -> None:
         super().__init__(logging.WARNING)
         self.seen = 0
+        self._write = _through_progress_bar if progress else _to_stderr
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -145,16 +148,25 @@ class _CampaignWarnings(logging.Handler):
             return
         self.seen += 1
         if self.seen <= _WARNINGS_SHOWN:
-            print("bizmsg: warning: " + " ".join(text[len("campaign: "):].split()),
-                  file=sys.stderr, flush=True)
+            self._write("bizmsg: warning: " + " ".join(text[len("campaign: "):].split()))
         elif self.seen == _WARNINGS_SHOWN + 1:
-            print("bizmsg: further warnings are not shown (--debug shows them all)",
-                  file=sys.stderr, flush=True)
+            self._write("bizmsg: further warnings are not shown (--debug shows them all)")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _through_progress_bar(line: str) -> None:
+    from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def _progress(args: argparse.Namespace) -> bool:
-    """A progress bar on stderr: on a terminal, when tqdm is installed, unless refused."""
-    if args.no_progress or not sys.stderr.isatty():
+    """A progress bar on stderr: on a terminal, when tqdm is installed, unless refused (or
+    --debug, whose log lines would cut through it)."""
+    if args.no_progress or args.debug or not sys.stderr.isatty():
         return False
     return importlib.util.find_spec("tqdm") is not None
 
@@ -273,7 +285,7 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
         total = source.count()
         if total is not None:
             messages = _Sized(messages, total)
-    warnings = _CampaignWarnings()
+    warnings = _CampaignWarnings(progress)
     logger = logging.getLogger("bizmsg")
     if not args.debug:
         logger.addHandler(warnings)
