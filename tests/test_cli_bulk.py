@@ -17,6 +17,7 @@ import os
 import pty
 import re
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -31,7 +32,7 @@ import pytest
 
 import bizmsg
 from bizmsg.testing import Fault, Sandbox
-from conftest import DEFAULT_SIGINT, Number, committed
+from conftest import DEFAULT_SIGINT, Number, committed, free_port
 from test_cli import SCRIPT, environment
 
 RESULT_COLUMNS = ["index", "to", "status", "ok", "sms_id", "code", "msg", "error",
@@ -460,6 +461,47 @@ def test_stop_on_error_stops_at_the_first_message_not_sent(sandbox: Sandbox, sen
     assert len(commits(sandbox)) == 5
 
 
+def test_a_token_the_service_refuses_stops_at_once_with_one_line(sandbox: Sandbox,
+                                                                 sender: Number,
+                                                                 tmp_path: Path) -> None:
+    """Regression (issue 18): a wrong token printed 20 identical AuthenticationError lines,
+    then "512 messages ... failed 64, skipped 448", and exited 3 ("some rows rejected")."""
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 512))
+    for extra in ([], ["--results", str(tmp_path / "r.csv")]):
+        done = bizmsg_cli(sandbox, "send", "--file", str(messages), *extra,
+                          token="not-a-token-of-the-sandbox")
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith("bizmsg: AuthenticationError: "), line
+        assert "returned 401" in line and "check --token or $BIZMSG_TOKEN" in line
+        assert line.endswith("nothing was sent"), line
+    # The results still have every row: the ones that met the 401, and the rest not sent.
+    rows = read_results(tmp_path / "r.csv")
+    assert len(rows) == 512
+    assert {row["status"] for row in rows} == {"failed", "skipped"}
+    assert sandbox.stats()["accepted"] == 0
+
+
+def test_a_service_that_cannot_be_reached_stops_with_one_line_and_exits_1(
+    sender: Number, tmp_path: Path
+) -> None:
+    # The campaign stops at the first message not sent (--stop-on-error), and that message
+    # could not reach the service: the command says so in one line (the same line the lead's
+    # breaker, which stops a campaign by itself, leads to: see send_file.service_unreachable).
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 50))
+    dead = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [*SCRIPT, "send", "--file", str(messages), "--stop-on-error", "--concurrency", "1",
+         "--results", str(tmp_path / "r.csv")],
+        capture_output=True, text=True, timeout=120,
+        env=environment(BIZMSG_BASE_URL=dead, BIZMSG_TOKEN="sandbox-token-acme"))
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"bizmsg: the service at {dead} could not be reached: "), line
+    assert "ConnectError" in line and line.endswith("nothing was sent"), line
+    assert len(read_results(tmp_path / "r.csv")) == 50
+
+
 def test_a_campaign_id_sends_again_with_the_same_keys(sandbox: Sandbox, sender: Number,
                                                       tmp_path: Path) -> None:
     messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 40))
@@ -652,6 +694,65 @@ def test_a_second_ctrl_c_leaves_unknowns_that_resend_unknown_sends_once(
     assert sorted(r["headers"]["idempotency-key"] for r in replays) == sorted(unknown.values())
     assert sandbox.stats()["replayed"] == 4
     assert commits(sandbox) == Counter({recipient(i): 1 for i in range(24)})
+
+
+def journal_rows(journal: Path) -> dict[str, str]:
+    """The state of every message a journal recorded, by its Idempotency-Key."""
+    with sqlite3.connect(journal) as db:
+        return dict(db.execute("SELECT idempotency_key, state FROM bizmsg_messages"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_stops_gracefully_like_ctrl_c_and_a_rerun_has_no_false_unknowns(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """Regression (issue 18): ``kill -TERM`` (systemd, Docker, Kubernetes, ``timeout``) ended
+    the command at once with no summary; its results lacked rows the journal recorded as
+    sent, and the re-run listed messages ``unknown`` that had never left. It now does what
+    the first Ctrl-C does, and exits 143."""
+    sandbox.inject("send", Fault(delay=0.5, times=None))  # every send takes half a second
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 600))
+    journal, first = tmp_path / "campaign.db", tmp_path / "first.csv"
+    args = ["send", "--file", str(messages), "--journal", str(journal), "--concurrency", "8"]
+    process = subprocess.Popen(
+        [*SCRIPT, *args, "--results", str(first)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        # SIGTERM as a service manager would find it, whatever this test run inherited.
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        env=environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token),
+    )
+    try:
+        wait_for_rows(first, lambda lines: len(lines) >= 8, process)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert lines[0].startswith("bizmsg: stopped by SIGTERM after "), stderr
+    assert "not sent as the campaign stopped" in lines[0]
+    assert lines[-1] == (f"bizmsg: run the same command again to send the rest: the journal "
+                         f"{journal} knows what was sent")
+    # Every message the journal recorded has its row in the results, with the same state.
+    written = {row["idempotency_key"]: row for row in read_results(first)}
+    recorded = journal_rows(journal)
+    assert recorded and all(state in ("sent", "skipped") for state in recorded.values()), \
+        Counter(recorded.values())
+    sent = {key for key, state in recorded.items() if state == "sent"}
+    assert sent <= set(written) and all(written[key]["status"] == "sent" for key in sent)
+    assert {key for key, row in written.items() if row["status"] == "sent"} == sent
+    settle(sandbox)
+    assert len(committed(sandbox)) == len(sent)
+
+    # The re-run sends the rest, and finds nothing in doubt.
+    sandbox.clear_faults()
+    second = tmp_path / "second.csv"
+    done = bizmsg_cli(sandbox, *args, "--results", str(second))
+    assert done.returncode == 0, done.stderr
+    assert "unknown 0" in summary(done.stderr)
+    assert f"({len(sent)} done by an earlier run)" in summary(done.stderr)
+    assert commits(sandbox) == Counter({recipient(i): 1 for i in range(600)})
 
 
 # --- usage, failures, progress ---------------------------------------------------------------

@@ -63,6 +63,10 @@ class Messages(Resource):
         run left in doubt. ``stop_on_error`` stops at the first message that is not sent.
         Ctrl-C stops taking messages, lets those in flight finish and raises
         ``KeyboardInterrupt`` with the partial result on ``.bulk_result``.
+        ``stop_on_sigterm=True`` makes SIGTERM (systemd, Docker, Kubernetes, Celery's warm
+        shutdown, ``timeout``) do the same, then raise ``SystemExit(143)`` with
+        ``.bulk_result``; it is installed only on the main thread, over the default
+        disposition (an application's own handler is left alone), and removed afterwards.
 
         ``dry_run=True`` sends nothing and returns the :meth:`plan` instead.
         """
@@ -72,8 +76,7 @@ class Messages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many(run, messages, on_result=resolved["on_result"],
-                                 progress=resolved["progress"])
+        return drivers.send_many(run, messages, resolved)
 
     @spelled_out(PlanOptions)
     def plan(self, messages: Iterable[MessageLike], **options: Unpack[PlanOptions]
@@ -100,8 +103,7 @@ class Messages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter(run, messages, on_result=resolved["on_result"],
-                                      progress=resolved["progress"])
+        return drivers.send_many_iter(run, messages, resolved)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -181,8 +183,7 @@ class AsyncMessages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return await drivers.send_many_async(run, messages, on_result=resolved["on_result"],
-                                             progress=resolved["progress"])
+        return await drivers.send_many_async(run, messages, resolved)
 
     @spelled_out(PlanOptions)
     async def plan(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
@@ -206,8 +207,7 @@ class AsyncMessages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter_async(run, messages, on_result=resolved["on_result"],
-                                            progress=resolved["progress"])
+        return drivers.send_many_iter_async(run, messages, resolved)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
