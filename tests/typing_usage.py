@@ -110,7 +110,11 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
         message_to: str = keyed.to
         message_key: str | None = keyed.idempotency_key
         message_template: bizmsg.Template = keyed.template
-        outcome_statuses: list[str] = [o.status for o in client.messages.send_many([keyed])]
+        bulk = client.messages.send_many([keyed], stop_on_sigterm=True)
+        outcome_statuses: list[str] = [o.status for o in bulk]
+        first_outcome: bizmsg.SendOutcome = bulk[0]
+        window: list[bizmsg.SendOutcome] = bulk[0:1]
+        assert first_outcome is window[0] and len(bulk) == 1
         seen.append(f"{message_to} {message_key} {message_template.name} {outcome_statuses}")
 
         match result:

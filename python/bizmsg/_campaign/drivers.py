@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _native
 from .collector import Collector, progress_bar
+from .message import rows_of
 from .results import BulkResult, CampaignPlan
 
 if TYPE_CHECKING:
     from .._native import SendOutcome
+    from .message import AsyncMessageInput as AsyncInput
+    from .message import MessageInput as Input
     from .message import MessageLike
 
 __all__ = ["plan", "plan_async", "send_many", "send_many_async", "send_many_iter",
@@ -44,18 +47,20 @@ _PLAN_CHUNK = 4096
 Deliver = Callable[[int, list["SendOutcome"]], object]
 
 
-def plan(planner: _native.CampaignPlanner, messages: Iterable[MessageLike]) -> CampaignPlan:
-    source = iter(messages)
+def plan(planner: _native.CampaignPlanner,
+         messages: Input) -> CampaignPlan:
+    source = iter(rows_of(messages))
     while planner.feed(source, _PLAN_CHUNK) == _PLAN_CHUNK:
         pass
     return CampaignPlan._from_native(planner.finish())
 
 
 async def plan_async(planner: _native.CampaignPlanner,
-                     messages: Iterable[MessageLike] | AsyncIterable[MessageLike]) -> CampaignPlan:
-    if not isinstance(messages, AsyncIterable):
-        return plan(planner, messages)
-    source = aiter(messages)
+                     messages: AsyncInput) -> CampaignPlan:
+    rows = rows_of(messages)  # a DataFrame: its rows
+    if not isinstance(rows, AsyncIterable):
+        return plan(planner, rows)
+    source = aiter(rows)
     while True:
         chunk, failure = await _take(source, _PLAN_CHUNK)
         planner.feed(iter(chunk), len(chunk))
@@ -268,22 +273,24 @@ def _collector(keep: bool, options: Mapping[str, Any], messages: object) -> Coll
                      concurrency=options["concurrency"])
 
 
-def send_many(run: _native.CampaignRun, messages: Iterable[MessageLike],
+def send_many(run: _native.CampaignRun, messages: Input,
               options: Mapping[str, Any]) -> BulkResult:
-    collector = _collector(True, options, messages)
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(True, options, rows)
     with _StopOnSignals(run, collector, sigint=True, sigterm=options["stop_on_sigterm"]):
-        for _ in drive(run, messages, collector, collector.outcomes_arrived):
+        for _ in drive(run, rows, collector, collector.outcomes_arrived):
             pass
     return collector.finish()
 
 
 async def send_many_async(run: _native.CampaignRun,
-                          messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+                          messages: AsyncInput,
                           options: Mapping[str, Any]) -> BulkResult:
-    collector = _collector(True, options, messages)
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(True, options, rows)
     # Ctrl-C is the event loop's to handle (asyncio.run cancels the task: a graceful stop).
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
-        async for _ in drive_async(run, messages, collector, collector.outcomes_arrived):
+        async for _ in drive_async(run, rows, collector, collector.outcomes_arrived):
             pass
     return collector.finish()
 
@@ -311,14 +318,15 @@ class _Ready:
         self.batches.clear()
 
 
-def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike],
+def send_many_iter(run: _native.CampaignRun, messages: Input,
                    options: Mapping[str, Any]) -> Generator[SendOutcome, None, BulkResult]:
     """Yields each outcome as it completes; returns (``StopIteration.value``) the
     :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
     warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
-    collector = _collector(False, options, messages)
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive(run, messages, collector, ready.deliver)
+    steps = drive(run, rows, collector, ready.deliver)
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
         try:
             for _ in steps:
@@ -342,11 +350,12 @@ def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike],
 
 
 async def send_many_iter_async(run: _native.CampaignRun,
-                               messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+                               messages: AsyncInput,
                                options: Mapping[str, Any]) -> AsyncIterator[SendOutcome]:
-    collector = _collector(False, options, messages)
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive_async(run, messages, collector, ready.deliver)
+    steps = drive_async(run, rows, collector, ready.deliver)
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
         try:
             async for _ in steps:

@@ -8,7 +8,7 @@ client, which validates, sends, retries and decodes. A campaign is then driven b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .. import _native
@@ -27,7 +27,9 @@ from . import Resource
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .._campaign import BulkResult, CampaignPlan, MessageLike
+    from .._campaign import BulkResult, CampaignPlan
+    from .._campaign.message import AsyncMessageInput as AsyncInput
+    from .._campaign.message import MessageInput as Input
 
 __all__ = ["Messages", "AsyncMessages"]
 
@@ -38,14 +40,14 @@ class Messages(Resource):
     __slots__ = ()
 
     @overload
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: Literal[False] = ...,
+    def send_many(self, messages: Input, *, dry_run: Literal[False] = ...,
                   **options: Unpack[CampaignOptions]) -> BulkResult: ...
     @overload
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: Literal[True],
+    def send_many(self, messages: Input, *, dry_run: Literal[True],
                   **options: Unpack[CampaignOptions]) -> CampaignPlan: ...
 
     @spelled_out(CampaignOptions)
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: bool = False,
+    def send_many(self, messages: Input, *, dry_run: bool = False,
                   **options: Unpack[CampaignOptions]) -> BulkResult | CampaignPlan:
         """Sends every message of ``messages`` (any iterable, read lazily in chunks) with up to
         ``concurrency`` requests in flight, and returns a :class:`BulkResult` with one outcome
@@ -79,7 +81,7 @@ class Messages(Resource):
         return drivers.send_many(run, messages, resolved)
 
     @spelled_out(PlanOptions)
-    def plan(self, messages: Iterable[MessageLike], **options: Unpack[PlanOptions]
+    def plan(self, messages: Input, **options: Unpack[PlanOptions]
              ) -> CampaignPlan:
         """Checks a campaign without sending anything: every message validated, duplicates
         found, each sender looked up once (status, quality, throughput) and each account's
@@ -87,14 +89,14 @@ class Messages(Resource):
         the chosen pace. Reads ``messages`` once, in chunks: cheap for a million rows."""
         return self._plan(messages, resolve(options, PlanOptions, "Messages.plan"))
 
-    def _plan(self, messages: Iterable[MessageLike], resolved: dict[str, Any]) -> CampaignPlan:
+    def _plan(self, messages: Input, resolved: dict[str, Any]) -> CampaignPlan:
         planner = self._native.planner(**planner_arguments(resolved))
         from .._campaign import drivers
 
         return drivers.plan(planner, messages)
 
     @spelled_out(CampaignOptions)
-    def send_many_iter(self, messages: Iterable[MessageLike],
+    def send_many_iter(self, messages: Input,
                        **options: Unpack[CampaignOptions]) -> Iterator[_native.SendOutcome]:
         """:meth:`send_many`, yielding each outcome as it completes (completion order) and
         keeping none: memory stays bounded however many messages go through. Leaving the
@@ -161,16 +163,16 @@ class AsyncMessages(Resource):
     __slots__ = ()
 
     @overload
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: Literal[False] = ...,
                         **options: Unpack[CampaignOptions]) -> BulkResult: ...
     @overload
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: Literal[True],
                         **options: Unpack[CampaignOptions]) -> CampaignPlan: ...
 
     @spelled_out(CampaignOptions)
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: bool = False,
                         **options: Unpack[CampaignOptions]) -> BulkResult | CampaignPlan:
         """Awaitable :meth:`Messages.send_many`; ``messages`` may also be an async iterable.
@@ -186,12 +188,12 @@ class AsyncMessages(Resource):
         return await drivers.send_many_async(run, messages, resolved)
 
     @spelled_out(PlanOptions)
-    async def plan(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    async def plan(self, messages: AsyncInput,
                    **options: Unpack[PlanOptions]) -> CampaignPlan:
         """Awaitable :meth:`Messages.plan`; ``messages`` may also be an async iterable."""
         return await self._plan(messages, resolve(options, PlanOptions, "AsyncMessages.plan"))
 
-    async def _plan(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    async def _plan(self, messages: AsyncInput,
                     resolved: dict[str, Any]) -> CampaignPlan:
         planner = await self._native.planner_async(**planner_arguments(resolved))
         from .._campaign import drivers
@@ -199,7 +201,7 @@ class AsyncMessages(Resource):
         return await drivers.plan_async(planner, messages)
 
     @spelled_out(CampaignOptions)
-    def send_many_iter(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    def send_many_iter(self, messages: AsyncInput,
                        **options: Unpack[CampaignOptions]
                        ) -> AsyncIterator[_native.SendOutcome]:
         """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
