@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .. import _native
 from .._timeout import TimeoutArg, call_timeout
-from ..models import SendResult, Template, TemplateParameters
+from ..models import ResponseMeta, SendResult, Template, TemplateParameters
 from .campaign_options import (
     CampaignOptions,
     PlanOptions,
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from .._campaign.message import MessageInput as Input
 
 __all__ = ["Messages", "AsyncMessages"]
+
+#: What a send returns: a result whose ``meta`` is the call's (never ``None``).
+Sent = SendResult[ResponseMeta]
 
 
 class Messages(Resource):
@@ -110,7 +113,7 @@ class Messages(Resource):
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
              timeout: TimeoutArg = ..., max_retries: int | None = ...,
-             idempotency_key: str | None = ...) -> SendResult: ...
+             idempotency_key: str | None = ...) -> Sent: ...
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
              timeout: TimeoutArg = ..., max_retries: int | None = ...,
@@ -118,7 +121,7 @@ class Messages(Resource):
 
     def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
              timeout: TimeoutArg = None, max_retries: int | None = None,
-             idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+             idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Sends ``template`` from the business number ``from_`` to ``to``.
 
         Phone numbers may contain ``+``, spaces, dashes, dots and parentheses; 8 to 15 digits
@@ -138,7 +141,7 @@ class Messages(Resource):
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: Literal[False] = ..., timeout: TimeoutArg = ...,
                       max_retries: int | None = ..., idempotency_key: str | None = ...
-                      ) -> SendResult: ...
+                      ) -> Sent: ...
     @overload
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: Literal[True], timeout: TimeoutArg = ...,
@@ -148,7 +151,7 @@ class Messages(Resource):
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: bool = False, timeout: TimeoutArg = None,
                       max_retries: int | None = None, idempotency_key: str | None = None
-                      ) -> SendResult | dict[str, Any]:
+                      ) -> Sent | dict[str, Any]:
         """:meth:`send` with the template given field by field."""
         return self._native.send(
             to=to, from_=from_, name=name, parameters=parameters, language=language, raw=raw,
@@ -214,7 +217,7 @@ class AsyncMessages(Resource):
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
                    timeout: TimeoutArg = ..., max_retries: int | None = ...,
-                   idempotency_key: str | None = ...) -> SendResult: ...
+                   idempotency_key: str | None = ...) -> Sent: ...
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
                    timeout: TimeoutArg = ..., max_retries: int | None = ...,
@@ -222,7 +225,7 @@ class AsyncMessages(Resource):
 
     async def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
                    timeout: TimeoutArg = None, max_retries: int | None = None,
-                   idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+                   idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Awaitable :meth:`Messages.send`."""
         return await self._native.send_async(
             to=to, from_=from_, name=template.name, parameters=template.parameters,
@@ -235,7 +238,7 @@ class AsyncMessages(Resource):
                             parameters: TemplateParameters, language: str,
                             raw: Literal[False] = ..., timeout: TimeoutArg = ...,
                             max_retries: int | None = ..., idempotency_key: str | None = ...
-                            ) -> SendResult: ...
+                            ) -> Sent: ...
     @overload
     async def send_template(self, *, to: str, from_: str, name: str,
                             parameters: TemplateParameters, language: str,
@@ -246,7 +249,7 @@ class AsyncMessages(Resource):
     async def send_template(self, *, to: str, from_: str, name: str,
                             parameters: TemplateParameters, language: str, raw: bool = False,
                             timeout: TimeoutArg = None, max_retries: int | None = None,
-                            idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+                            idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Awaitable :meth:`Messages.send_template`."""
         return await self._native.send_async(
             to=to, from_=from_, name=name, parameters=parameters, language=language, raw=raw,
