@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -436,6 +437,10 @@ def bulk_result_html(result: Any) -> str:
     """A campaign's result: the counts per status as badges, time and rate, why it stopped,
     its warnings, and the first messages that were not sent (with the key to reconcile the
     unknown ones)."""
+    if result.warnings:
+        notebook = sys.modules.get("bizmsg._notebook")
+        if notebook is not None:
+            notebook.shown(result.warnings)  # not logged again when the cell ends
     counts = " ".join(_BADGE.format(_TINT[tone], f"{status}&nbsp;{result.counts[status]:,}")
                       for status, tone in _STATUS_TONE.items())
     seconds = result.elapsed.total_seconds()
