@@ -62,6 +62,8 @@ exit status:
        Idempotency-Key to reconcile with is shown; with send --file: the
        outcome of some messages is unknown
   130  interrupted (Ctrl-C)
+  143  stopped by SIGTERM (systemd, Docker, Kubernetes, timeout); send --file
+       stops as for Ctrl-C first
 
 many messages from a CSV or JSON Lines file: bizmsg send --file FILE (see
 bizmsg send --help: the columns, the results file, resuming with --journal)
