@@ -49,6 +49,12 @@ CELLS = {
         "    other.business_phone_numbers.list()\n"
         "await asyncio.create_task(in_the_background())"
     ),
+    "asked in a cell": "from bizmsg import _notebook\n_notebook.sync_call_blocks_loop()",
+    "asked in a task": (
+        "async def ask() -> bool:\n"
+        "    return _notebook.sync_call_blocks_loop()\n"
+        "await asyncio.create_task(ask())"
+    ),
     "teardown": "client.close(); other.close(); sandbox.close()",
 }
 
@@ -86,6 +92,17 @@ def test_a_sync_call_from_a_task_on_the_kernels_loop_still_warns(
     text = stderr(outputs["background task"])
     assert text.count("LOG WARNING bizmsg: a synchronous bizmsg call was made while an asyncio "
                       "event loop is running") == 1, text
+
+
+def test_the_question_rust_may_ask_before_it_warns(outputs: dict[str, Any]) -> None:
+    """``_notebook.sync_call_blocks_loop()``: False for the cell's own call, True from a
+    task of one's own (see the report of issue 18 for the Rust side)."""
+    def value(name: str) -> str:
+        [result] = [o for o in outputs[name] if o.output_type == "execute_result"]
+        return str(result.data["text/plain"])
+
+    assert value("asked in a cell") == "False"
+    assert value("asked in a task") == "True"
 
 
 def test_a_displayed_result_shows_the_campaign_warnings_once(outputs: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ._campaign import CampaignWarning
 
-__all__ = ["attach", "shown"]
+__all__ = ["attach", "shown", "sync_call_blocks_loop"]
 
 #: The start of the Rust client's blocked-loop warning (``warn_if_in_event_loop``).
 LOOP_WARNING = "a synchronous bizmsg call was made while an asyncio event loop is running"
@@ -63,6 +63,18 @@ def _kernel_shell() -> Any:
     shell = get_ipython()
     # A kernel's shell has its kernel (ipykernel's ZMQInteractiveShell); a terminal's has not.
     return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def sync_call_blocks_loop() -> bool:
+    """Whether a sync call made now, while an asyncio loop runs on this thread, blocks work
+    that loop has to do: not when it comes from the cell a kernel is running (the kernel's loop
+    waits for the cell anyway), yes from any other task.
+
+    For the Rust client's ``warn_if_in_event_loop``, which may ask it before it warns (and
+    before it counts its one warning per client): today the warning is dropped afterwards by
+    the logging filter, once the client's one warning is spent."""
+    state = _state
+    return state is None or not state.running or _current_task() is not state.task
 
 
 def shown(warnings: list[CampaignWarning]) -> None:
@@ -114,7 +126,7 @@ class _Cells:
             return True
         if text.startswith(LOOP_WARNING):
             # Made by the cell itself, the call blocked a loop that had nothing else to do.
-            return _current_task() is not self.task
+            return sync_call_blocks_loop()
         if text.startswith(CAMPAIGN_WARNING):
             self.held.append(record)
             return False
