@@ -89,6 +89,20 @@ def test_missing_values_are_left_out_and_numbers_are_sent_as_digits(
     assert sorted(r["body"]["to"] for r in committed(sandbox)) == [recipient(0), recipient(1)]
 
 
+def test_numbers_of_numpy_and_nullable_columns_are_sent_as_digits_too(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number
+) -> None:
+    np = pytest.importorskip("numpy")
+    frame = pd.DataFrame({
+        "to": pd.array([int(recipient(0)), None, int(recipient(2))], dtype="Int64"),
+        "from": np.array([int(sender.digits)] * 3, dtype=np.int64),
+        "name": ["t"] * 3, "parameters": [["x"]] * 3, "language": ["en"] * 3,
+    })
+    result = client.messages.send_many(frame)
+    assert [o.status for o in result] == ["sent", "failed", "sent"]
+    assert sorted(r["body"]["to"] for r in committed(sandbox)) == [recipient(0), recipient(2)]
+
+
 def test_plan_and_send_many_iter_and_async_take_a_dataframe_too(
     client: bizmsg.Client, aclient: bizmsg.AsyncClient, sender: Number
 ) -> None:

@@ -3,7 +3,7 @@ the same fields), one per recipient."""
 
 from __future__ import annotations
 
-import math
+import numbers
 import sys
 from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields
@@ -140,26 +140,29 @@ class FrameRows:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         columns = [str(column) for column in self._frame.columns]
-        numbers = [column in _NUMBER_COLUMNS for column in columns]
+        phone = [column in _NUMBER_COLUMNS for column in columns]
         missing = self._missing
         for values in self._frame.itertuples(index=False, name=None):
             row: dict[str, Any] = {}
-            for column, number, value in zip(columns, numbers, values):
+            for column, number, value in zip(columns, phone, values):
                 if value is None or value is missing[0] or value is missing[1] or (
-                        isinstance(value, float) and math.isnan(value)):
+                        isinstance(value, numbers.Real) and value != value):  # NaN
                     continue
-                if number and isinstance(value, (int, float)) and not isinstance(value, bool):
-                    value = _digits(value)
+                if number and not isinstance(value, bool) and isinstance(value, numbers.Real):
+                    value = _digits(value)  # numpy's numbers too
                 row[column] = value
             yield row
 
 
-def _digits(number: int | float) -> Any:
-    if isinstance(number, float):
-        if not number.is_integer():
-            return number  # not a phone number: the campaign says so
-        number = int(number)
-    return str(number)
+def _digits(number: Any) -> Any:
+    """A phone number pandas read as a number, as its digits (a real number: Python's or
+    numpy's)."""
+    as_float = float(number)
+    if isinstance(number, numbers.Integral):
+        return str(int(number))
+    if not as_float.is_integer():
+        return number  # not a phone number: the campaign says so
+    return str(int(as_float))
 
 
 def message_columns(item: object) -> tuple[Any, Any, Any, Any, Any]:
