@@ -999,8 +999,10 @@ def test_bulk_result_records_and_frame(
     assert [len(result.sent()), len(result.rejected()), len(result.failed()),
             len(result.skipped()), len(result.unknown())] == [1, 1, 1, 1, 0]
     records = result.to_records()
-    assert [list(r) for r in records] == [["index", "status", "ok", "idempotency_key", "sms_id",
-                                           "code", "msg", "error", "duplicate_of", "reason"]] * 4
+    assert [list(r) for r in records] == [["index", "to", "from", "template", "parameters",
+                                           "language", "status", "ok", "idempotency_key",
+                                           "sms_id", "code", "msg", "error", "duplicate_of",
+                                           "reason"]] * 4
     sent, rejected, failed, skipped = records
     assert sent["status"] == "sent" and sent["ok"] is True and sent["code"] == "0"
     assert sent["sms_id"] == committed(sandbox)[0]["response_body"]["smsId"]

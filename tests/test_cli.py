@@ -199,11 +199,14 @@ def test_standalone_sandbox_stops_on_ctrl_c(sigint_handler: None) -> None:
             process.wait()
 
 
-def test_standalone_sandbox_on_a_taken_port_fails_cleanly() -> None:
+def test_standalone_sandbox_on_a_taken_port_is_a_configuration_error() -> None:
+    # Regression (issue 18): it exited 1, where the documented status of a configuration
+    # error is 2.
     with Sandbox() as taken:
         done = run("sandbox", "--port", str(taken.port), timeout=30)
-    assert done.returncode == 1
-    assert "ConfigurationError" in done.stderr and "could not start" in done.stderr
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: ConfigurationError: ") and "could not start" in line
 
 
 SEED_DATA = {"tenants": {
@@ -475,6 +478,7 @@ EXIT_STATUSES = {
     "transport error": (1, "bizmsg: ConnectError: "),
     "usage": (2, "usage: bizmsg numbers list"),
     "configuration": (2, "bizmsg: missing a token"),
+    "refused token": (2, "bizmsg: AuthenticationError: "),
     "validation": (2, "bizmsg: ValidationError: invalid to"),
     "rejected": (3, 'bizmsg: SendRejectedError: code 1002: from "14155550100" is not a '
                     "business phone number of this account\n"),
@@ -497,6 +501,8 @@ def prepare(case: str, sandbox: Sandbox, sender: Number) -> tuple[list[str], dic
         args += ["--page", "x"]
     elif case == "configuration":
         del env["BIZMSG_TOKEN"]
+    elif case == "refused token":
+        env["BIZMSG_TOKEN"] = "not-a-token-of-the-sandbox"
     elif case == "validation":
         args = send(to="12345")
     elif case == "rejected":
@@ -525,6 +531,25 @@ def test_exit_statuses(case: str, sandbox: Sandbox, sender: Number,
     elif case != "usage":
         assert len(lines) == 1, lines
     assert (done.stdout == "") == (case != "ok")
+
+
+@pytest.mark.parametrize("args", [("numbers", "list"), ("accounts", "list", "--all"),
+                                  ("send", "--to", "8613800138000", "--template", "t",
+                                   "--language", "en")])
+def test_a_token_the_service_refuses_is_a_configuration_error(
+    sandbox: Sandbox, sender: Number, args: tuple[str, ...]
+) -> None:
+    """Regression (issue 18): a wrong token exited 1 ("API error") here, and 3 with --file;
+    the documented status of a configuration error is 2, and every command agrees."""
+    if args[0] == "send":
+        args = (*args, "--from", sender.display)
+    done = run(*args, env=environment(BIZMSG_BASE_URL=sandbox.base_url,
+                                      BIZMSG_TOKEN="not-a-token-of-the-sandbox"))
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bizmsg: AuthenticationError: "), line
+    assert "returned 401" in line and "check --token or $BIZMSG_TOKEN" in line
+    assert done.stdout == ""
 
 
 def test_an_error_body_of_many_lines_is_still_one_line(sandbox: Sandbox) -> None:
@@ -586,7 +611,7 @@ def test_the_token_is_never_printed(secret_sandbox: Sandbox) -> None:
     runs.append(on(sandbox, "--debug", *send, "--from", sender["displayPhoneNumber"]))
     sandbox.inject("business_phone_numbers", status=500, times=5)
     runs.append(on(sandbox, "--debug", "numbers", "list"))
-    assert [done.returncode for done in runs] == [0, 0, 0, 3, 2, 2, 1, 2, 2, 2, 4, 1]
+    assert [done.returncode for done in runs] == [0, 0, 0, 3, 2, 2, 2, 2, 2, 2, 4, 1]
     for done in runs:
         assert token not in done.stdout + done.stderr, done.args
     assert "invalid choice: '<token>'" in runs[7].stderr
@@ -607,7 +632,7 @@ def test_ctrl_c_during_a_listing_exits_130_with_one_line(
         process.kill()
     assert process.returncode == 130
     assert stderr == "bizmsg: interrupted\n"
-    assert len(stdout.splitlines()) == 1  # the table's header, written before the first page
+    assert stdout == ""  # the table's header waits for the first page
 
 
 def wait_for_a_request(sandbox: Sandbox, timeout: float = 30) -> dict[str, Any]:

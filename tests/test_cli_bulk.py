@@ -17,6 +17,7 @@ import os
 import pty
 import re
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -31,7 +32,7 @@ import pytest
 
 import bizmsg
 from bizmsg.testing import Fault, Sandbox
-from conftest import DEFAULT_SIGINT, Number, committed
+from conftest import DEFAULT_SIGINT, Number, committed, free_port
 from test_cli import SCRIPT, environment
 
 RESULT_COLUMNS = ["index", "to", "status", "ok", "sms_id", "code", "msg", "error",
@@ -313,6 +314,56 @@ def test_bad_rows_are_failed_results_and_exit_3(sandbox: Sandbox, sender: Number
     assert sandbox.stats()["sends"] == 50  # nothing of the bad rows reached the service
 
 
+def test_an_unclosed_quote_or_a_short_row_is_never_sent(sandbox: Sandbox, sender: Number,
+                                                        tmp_path: Path) -> None:
+    """Regression (issue 18): an unclosed quote made the csv module read on into the rows
+    below: with the quote in the last column, the next rows were swallowed into that
+    message's parameters and **sent** with it; elsewhere, and for a row with fewer cells than
+    the header, the row was reported with a misleading "invalid template.language: is
+    missing". Now each line is one row: the broken one is a failed row naming its line and
+    what is wrong with it, and the lines below it are rows of their own."""
+    def row(i: int, *cells: str) -> str:
+        return ",".join([recipient(i), sender.digits, *cells]) + "\n"
+
+    lines = [
+        "to,from,template,language,parameters\n",
+        row(0, "order_update", "en", "A-0"),
+        row(1, "order_update", "en", '"A-1'),             # line 3: unclosed, last column
+        row(2, "order_update", "en", "A-2"),
+        row(3, '"order_update', "en", "A-3"),             # line 5: unclosed, in the middle
+        row(4, "order_update", "en", '"A-4"'),            # a closed quote: fine
+        row(5, "order_update"),                           # line 7: two cells short
+        row(6, "order_update", "en", "A-6"),
+        row(7, "order_update", "en", '"A-7'),             # line 9: unclosed at the end of
+    ]                                                     # the file, without a line break
+    messages = tmp_path / "m.csv"
+    messages.write_text("".join(lines).rstrip("\n"), encoding="utf-8")
+    results = tmp_path / "r.jsonl"
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), "--results", str(results))
+    assert done.returncode == 3, done.stderr
+    rows = by_index(read_results(results))
+    assert sorted(rows) == list(range(8))
+    assert {i for i, r in rows.items() if r["status"] == "sent"} == {0, 2, 4, 6}
+    unclosed = ("a quote is not closed on this line (an unclosed quote?); a CSV cell cannot "
+                "span lines")
+    assert rows[1]["error"] == f"ValidationError: line 3: {unclosed}"
+    assert rows[3]["error"] == f"ValidationError: line 5: {unclosed}"
+    assert rows[5]["error"] == ("ValidationError: line 7: the row has 3 cells, fewer than the "
+                                "header's 5 columns")
+    assert rows[7]["error"] == f"ValidationError: line 9: {unclosed}"
+    assert [rows[i]["to"] for i in (1, 3, 5, 7)] == [recipient(i) for i in (1, 3, 5, 7)]
+    # What went out is exactly the four good rows, each with its own parameters.
+    assert sorted((r["body"]["to"], r["body"]["template"]["parameters"])
+                  for r in committed(sandbox)) == [(recipient(i), f"A-{i}") for i in (0, 2, 4, 6)]
+
+    # The dry run names the same lines.
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), "--dry-run")
+    assert done.returncode == 3, done.stderr
+    assert f"  #1: ValidationError: line 3: {unclosed}" in done.stdout.splitlines()
+    assert ("  #5: ValidationError: line 7: the row has 3 cells, fewer than the header's 5 "
+            "columns") in done.stdout.splitlines()
+
+
 def test_a_rejected_send_exits_3(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
     rows = csv_rows(sender.display, 10)
     rows[4][1] = STRANGER
@@ -408,6 +459,47 @@ def test_stop_on_error_stops_at_the_first_message_not_sent(sandbox: Sandbox, sen
     assert "bizmsg: not sent: the campaign stopped at message #5: 24 message(s) were not sent" \
         in done.stderr.splitlines()
     assert len(commits(sandbox)) == 5
+
+
+def test_a_token_the_service_refuses_stops_at_once_with_one_line(sandbox: Sandbox,
+                                                                 sender: Number,
+                                                                 tmp_path: Path) -> None:
+    """Regression (issue 18): a wrong token printed 20 identical AuthenticationError lines,
+    then "512 messages ... failed 64, skipped 448", and exited 3 ("some rows rejected")."""
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 512))
+    for extra in ([], ["--results", str(tmp_path / "r.csv")]):
+        done = bizmsg_cli(sandbox, "send", "--file", str(messages), *extra,
+                          token="not-a-token-of-the-sandbox")
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith("bizmsg: AuthenticationError: "), line
+        assert "returned 401" in line and "check --token or $BIZMSG_TOKEN" in line
+        assert line.endswith("nothing was sent"), line
+    # The results still have every row: the ones that met the 401, and the rest not sent.
+    rows = read_results(tmp_path / "r.csv")
+    assert len(rows) == 512
+    assert {row["status"] for row in rows} == {"failed", "skipped"}
+    assert sandbox.stats()["accepted"] == 0
+
+
+def test_a_service_that_cannot_be_reached_stops_with_one_line_and_exits_1(
+    sender: Number, tmp_path: Path
+) -> None:
+    # The campaign stops at the first message not sent (--stop-on-error), and that message
+    # could not reach the service: the command says so in one line (the same line the lead's
+    # breaker, which stops a campaign by itself, leads to: see send_file.service_unreachable).
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 50))
+    dead = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [*SCRIPT, "send", "--file", str(messages), "--stop-on-error", "--concurrency", "1",
+         "--results", str(tmp_path / "r.csv")],
+        capture_output=True, text=True, timeout=120,
+        env=environment(BIZMSG_BASE_URL=dead, BIZMSG_TOKEN="sandbox-token-acme"))
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"bizmsg: the service at {dead} could not be reached: "), line
+    assert "ConnectError" in line and line.endswith("nothing was sent"), line
+    assert len(read_results(tmp_path / "r.csv")) == 50
 
 
 def test_a_campaign_id_sends_again_with_the_same_keys(sandbox: Sandbox, sender: Number,
@@ -604,6 +696,65 @@ def test_a_second_ctrl_c_leaves_unknowns_that_resend_unknown_sends_once(
     assert commits(sandbox) == Counter({recipient(i): 1 for i in range(24)})
 
 
+def journal_rows(journal: Path) -> dict[str, str]:
+    """The state of every message a journal recorded, by its Idempotency-Key."""
+    with sqlite3.connect(journal) as db:
+        return dict(db.execute("SELECT idempotency_key, state FROM bizmsg_messages"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_stops_gracefully_like_ctrl_c_and_a_rerun_has_no_false_unknowns(
+    sandbox: Sandbox, sender: Number, tmp_path: Path
+) -> None:
+    """Regression (issue 18): ``kill -TERM`` (systemd, Docker, Kubernetes, ``timeout``) ended
+    the command at once with no summary; its results lacked rows the journal recorded as
+    sent, and the re-run listed messages ``unknown`` that had never left. It now does what
+    the first Ctrl-C does, and exits 143."""
+    sandbox.inject("send", Fault(delay=0.5, times=None))  # every send takes half a second
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 600))
+    journal, first = tmp_path / "campaign.db", tmp_path / "first.csv"
+    args = ["send", "--file", str(messages), "--journal", str(journal), "--concurrency", "8"]
+    process = subprocess.Popen(
+        [*SCRIPT, *args, "--results", str(first)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        # SIGTERM as a service manager would find it, whatever this test run inherited.
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        env=environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token),
+    )
+    try:
+        wait_for_rows(first, lambda lines: len(lines) >= 8, process)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert lines[0].startswith("bizmsg: stopped by SIGTERM after "), stderr
+    assert "not sent as the campaign stopped" in lines[0]
+    assert lines[-1] == (f"bizmsg: run the same command again to send the rest: the journal "
+                         f"{journal} knows what was sent")
+    # Every message the journal recorded has its row in the results, with the same state.
+    written = {row["idempotency_key"]: row for row in read_results(first)}
+    recorded = journal_rows(journal)
+    assert recorded and all(state in ("sent", "skipped") for state in recorded.values()), \
+        Counter(recorded.values())
+    sent = {key for key, state in recorded.items() if state == "sent"}
+    assert sent <= set(written) and all(written[key]["status"] == "sent" for key in sent)
+    assert {key for key, row in written.items() if row["status"] == "sent"} == sent
+    settle(sandbox)
+    assert len(committed(sandbox)) == len(sent)
+
+    # The re-run sends the rest, and finds nothing in doubt.
+    sandbox.clear_faults()
+    second = tmp_path / "second.csv"
+    done = bizmsg_cli(sandbox, *args, "--results", str(second))
+    assert done.returncode == 0, done.stderr
+    assert "unknown 0" in summary(done.stderr)
+    assert f"({len(sent)} done by an earlier run)" in summary(done.stderr)
+    assert commits(sandbox) == Counter({recipient(i): 1 for i in range(600)})
+
+
 # --- usage, failures, progress ---------------------------------------------------------------
 
 
@@ -706,14 +857,13 @@ def test_pace_auto_and_the_campaign_warnings_on_stderr(tmp_path: Path) -> None:
         assert sandbox.stats()["accepted"] == 60  # the sandbox does not enforce it here
 
 
-def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
-    pytest.importorskip("tqdm")
-    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 300))
+def on_a_terminal(sandbox: Sandbox, *args: str) -> tuple[int, str]:
+    """Runs ``bizmsg *args`` with stderr on a terminal (a pty, 120 columns wide): its exit
+    status, and what it showed there."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     process = subprocess.Popen(
-        [*SCRIPT, "send", "--file", str(messages), "--results", str(tmp_path / "r.csv")],
-        stdout=subprocess.PIPE, stderr=follower,
+        [*SCRIPT, *args], stdout=subprocess.PIPE, stderr=follower,
         env=environment(BIZMSG_BASE_URL=sandbox.base_url, BIZMSG_TOKEN=sandbox.token),
     )
     os.close(follower)
@@ -727,10 +877,41 @@ def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path
             break
         shown += chunk
     os.close(leader)
-    assert process.wait(timeout=60) == 0
-    text = shown.decode()
+    return process.wait(timeout=60), shown.decode()
+
+
+def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 300))
+    status, text = on_a_terminal(sandbox, "send", "--file", str(messages), "--results",
+                                 str(tmp_path / "r.csv"))
+    assert status == 0
     assert "sending: 100%" in text and "300/300" in text
     assert text.rstrip().splitlines()[-1].startswith("bizmsg: 300 messages in ")
+
+
+def test_warnings_during_a_campaign_go_through_the_progress_bar(tmp_path: Path) -> None:
+    """Regression (issue 18): a warning was printed where the cursor was, inside the bar
+    (``…sent=942]bizmsg: warning: …``). Each goes through tqdm, which clears the bar, writes
+    the line and draws the bar again: what is left of a line once the terminal has handled
+    its carriage returns is the warning alone."""
+    pytest.importorskip("tqdm")
+    data = {"tenants": {"acme": [{
+        "bizAccountId": "100000000000001", "name": "Acme", "chatBusinessManagerMessagingLimit":
+        "TIER_50", "businessPhoneNumbers": [{"phoneNumberId": "200000000000001",
+                                             "displayPhoneNumber": "+1 415 555 0100",
+                                             "throughput": "HIGH"}]}]}}
+    with Sandbox(seed_data=data) as sandbox:
+        messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows("+1 415 555 0100", 60))
+        status, text = on_a_terminal(sandbox, "send", "--file", str(messages), "--pace",
+                                     "auto", "--results", str(tmp_path / "r.csv"))
+    assert status == 0, text
+    shown = [line.rstrip("\r").split("\r")[-1] for line in text.split("\n")]
+    warnings = [line for line in text.split("\n") if "warning:" in line]
+    assert len(warnings) == 2, text
+    assert [line for line in shown if "warning:" in line] == [
+        line for line in shown if line.startswith("bizmsg: warning: account Acme ")], text
+    assert "sending: 100%" in text
 
 
 def test_help_documents_the_columns_results_and_exit_statuses() -> None:

@@ -81,18 +81,23 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
 
         template = bizmsg.Template(name="order_update", parameters=["A-1042"], language="en-US")
         sender = display or ""
-        result: bizmsg.SendResult = client.messages.send(to="+86 138 0013 8000", from_=sender,
-                                                         template=template)
+        result = client.messages.send(to="+86 138 0013 8000", from_=sender, template=template)
         ok: bool = result.ok
         sms_id: str | int | None = result.sms_id
-        meta: bizmsg.ResponseMeta | None = result.meta
-        if meta is not None:
-            key: str | None = meta.idempotency_key
-            elapsed: timedelta = meta.elapsed
-            attempts: int = meta.attempts
-            request_id: str | None = meta.request_id
-            seen.append(f"{key} {elapsed} {attempts} {request_id} {meta.status_code}")
+        # A result a call returned always has its call's metadata (issue 18: the README's
+        # `result.meta.request_id` failed pyright --strict).
+        meta: bizmsg.ResponseMeta = result.meta
+        key: str | None = meta.idempotency_key
+        elapsed: timedelta = meta.elapsed
+        attempts: int = meta.attempts
+        request_id: str | None = result.meta.request_id
+        seen.append(f"{key} {elapsed} {attempts} {request_id} {meta.status_code}")
         seen.append(f"{ok} {sms_id}")
+        # Plain SendResult is one that may be made by hand: its meta may be None.
+        returned: bizmsg.SendResult = result
+        made = bizmsg.SendResult(sms_id="s-1", status="ACCEPTED", code="0", msg=None)
+        maybe: bizmsg.ResponseMeta | None = made.meta
+        assert maybe is None and returned.meta is not None
 
         raw_result: dict[str, Any] = client.messages.send_template(
             to="8613800138000", from_=sender, name="order_update",
@@ -110,7 +115,11 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
         message_to: str = keyed.to
         message_key: str | None = keyed.idempotency_key
         message_template: bizmsg.Template = keyed.template
-        outcome_statuses: list[str] = [o.status for o in client.messages.send_many([keyed])]
+        bulk = client.messages.send_many([keyed], stop_on_sigterm=True)
+        outcome_statuses: list[str] = [o.status for o in bulk]
+        first_outcome: bizmsg.SendOutcome = bulk[0]
+        window: list[bizmsg.SendOutcome] = bulk[0:1]
+        assert first_outcome is window[0] and len(bulk) == 1
         seen.append(f"{message_to} {message_key} {message_template.name} {outcome_statuses}")
 
         match result:

@@ -9,6 +9,7 @@ attributes, as in the best SDKs: ``client.messages``, ``client.business_accounts
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Union, cast
@@ -150,6 +151,11 @@ def _native_client(
         )
     codes = None if success_codes is None else _codes(success_codes)
     _logging.ensure_installed()
+    if "IPython" in sys.modules:
+        # In a Jupyter kernel, two log records are held back or dropped (_notebook.py).
+        from . import _notebook
+
+        _notebook.attach()
     # A level set on the "bizmsg" logger since the last client applies from this one on.
     _native.refresh_logging()
     return _native.NativeClient(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -205,14 +206,22 @@ def _split(item: object) -> tuple[list[str], list[str]]:
 # --- one model -------------------------------------------------------------------------------
 
 
+def _send_result(item: Model) -> SendResult | None:
+    # A helper, so that `item` itself is not narrowed to SendResult[Unknown] (generic in its
+    # meta's type).
+    return cast("SendResult", item) if isinstance(item, SendResult) else None
+
+
 def model_html(item: Model) -> str:
     """A card: the main fields, one per line; the others (and fields the service sent that
     bizmsg does not know) in a collapsed block; the call's metadata when there is one."""
+    meta = item.meta
     main, rest = _split(item)
     name = type(item).__name__
     caption = _esc(name)
-    if isinstance(item, SendResult):
-        ok = item.ok
+    sent = _send_result(item)
+    if sent is not None:
+        ok = sent.ok
         caption += " " + _BADGE.format(_TINT["green" if ok else "red"],
                                        "committed" if ok else "not committed")
     rows = "".join(_card_row(item, n) for n in main)
@@ -225,7 +234,6 @@ def model_html(item: Model) -> str:
             names += (", " if names else "") + f"{unknown} more sent by the service"
         out.append(f"<details>{_SUMMARY.format('more fields: ' + _esc(names))}{_TABLE}"
                    f"<tbody>{more}{unknown_rows}</tbody></table></details>")
-    meta = item.meta
     if meta is not None:
         pairs = [("HTTP status", meta.status_code), ("request id", meta.request_id),
                  ("attempts", meta.attempts),
@@ -429,6 +437,10 @@ def bulk_result_html(result: Any) -> str:
     """A campaign's result: the counts per status as badges, time and rate, why it stopped,
     its warnings, and the first messages that were not sent (with the key to reconcile the
     unknown ones)."""
+    if result.warnings:
+        notebook = sys.modules.get("bizmsg._notebook")
+        if notebook is not None:
+            notebook.shown(result.warnings)  # not logged again when the cell ends
     counts = " ".join(_BADGE.format(_TINT[tone], f"{status}&nbsp;{result.counts[status]:,}")
                       for status, tone in _STATUS_TONE.items())
     seconds = result.elapsed.total_seconds()

@@ -78,8 +78,10 @@ class Model:
         return out
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickle and copy go through the received JSON itself, so it survives them exactly.
-        return (restore, (type(self), self._wire_bytes(), getattr(self, "_ok", None)))
+        # Pickle and copy go through the received JSON itself, so it survives them exactly;
+        # the call's metadata goes along (a copy of a result a call returned still has it).
+        return (restore, (type(self), self._wire_bytes(), getattr(self, "_ok", None), None,
+                          None, getattr(self, "_meta", None)))
 
     def _repr_html_(self) -> str:
         # Jupyter's rich display: the main fields, the rest collapsed (bizmsg/_display.py).
@@ -101,12 +103,15 @@ def dumps(data: Mapping[str, Any]) -> bytes:
 
 
 def restore(cls: type[Model], wire: bytes, ok: bool | None,
-            fallbacks: tuple[int, int] | None = None, item_kind: str | None = None) -> Any:
-    """A pickled (or copied) model, decoded again from its JSON."""
+            fallbacks: tuple[int, int] | None = None, item_kind: str | None = None,
+            meta: ResponseMeta | None = None) -> Any:
+    """A pickled (or copied) model, decoded again from its JSON, with its call's metadata."""
     obj = _native.model_from_json(kind=cls._KIND, json=wire, item_kind=item_kind,
                                   fallbacks=fallbacks)
     if ok is not None:
         object.__setattr__(obj, "_ok", ok)
+    if meta is not None:
+        object.__setattr__(obj, "_meta", meta)
     return obj
 
 

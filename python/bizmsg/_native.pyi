@@ -10,7 +10,7 @@ from typing import Any, Literal, final
 from typing_extensions import Self
 
 from .errors import BizmsgError
-from .models import AsyncPage, Page, SendResult, Template
+from .models import AsyncPage, Page, ResponseMeta, SendResult, Template
 
 __version__: str
 #: The send-result codes that mean success when a client is not told otherwise.
@@ -143,7 +143,7 @@ class NativeClient:
         timeout: Any,
         max_retries: int | None,
         idempotency_key: str | None,
-    ) -> SendResult | dict[str, Any]:
+    ) -> SendResult[ResponseMeta] | dict[str, Any]:
         """Sends a template message, waiting with the GIL released (Ctrl-C aborts it)."""
 
     def send_async(
@@ -158,7 +158,7 @@ class NativeClient:
         timeout: Any,
         max_retries: int | None,
         idempotency_key: str | None,
-    ) -> Awaitable[SendResult | dict[str, Any]]:
+    ) -> Awaitable[SendResult[ResponseMeta] | dict[str, Any]]:
         """:meth:`send` as an awaitable on the running asyncio loop."""
 
     def list(

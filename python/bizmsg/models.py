@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Generic, Optional, Union, cast
 
 from . import _native
 from ._model import Model, ResponseMeta, restore
@@ -34,6 +34,21 @@ _restore = restore
 
 #: What ``Template.parameters`` takes: sent unchanged when a string, else encoded as compact JSON.
 TemplateParameters = Union[str, Sequence[str], Mapping[str, str]]
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    #: What ``SendResult.meta`` is: ``ResponseMeta`` on a result a call returned (the
+    #: send methods return ``SendResult[ResponseMeta]``), ``ResponseMeta | None`` (the
+    #: default, so plain ``SendResult`` means it) where the result may have been made by
+    #: hand.
+    MetaT = TypeVar("MetaT", bound=Optional[ResponseMeta], covariant=True,
+                    default=Optional[ResponseMeta])
+else:
+    from typing import TypeVar
+
+    # typing's TypeVar takes no default before Python 3.13; only type checkers read it.
+    MetaT = TypeVar("MetaT", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +94,18 @@ class Template:
 
 
 @dataclass(frozen=True, slots=True)
-class SendResult(Model):
+class SendResult(Model, Generic[MetaT]):
     """The result of a send: ``sms_id``, ``status``, ``code`` and ``msg`` as the service sent
     them (string or number; the spec leaves the type open). ``ok`` says whether the commit
     succeeded under the client's ``success_codes``; a failed commit is raised as
-    :class:`~bizmsg.SendRejectedError`, so a returned result is normally ``ok``."""
+    :class:`~bizmsg.SendRejectedError`, so a returned result is normally ``ok``.
+
+    ``meta`` is the metadata of the call that returned it: a send always has it, and its
+    methods return ``SendResult[ResponseMeta]``, so ``result.meta.request_id`` type-checks.
+    Plain ``SendResult`` (``SendResult[ResponseMeta | None]``) is what may have been made by
+    hand (``SendResult(...)``, ``from_dict``, ``dataclasses.replace``), whose ``meta`` is
+    ``None``; a campaign's ``outcome.result`` is one too (a result recorded by an earlier run
+    has no call of this run)."""
 
     sms_id: str | int | None
     status: str | int | None
@@ -94,6 +116,11 @@ class SendResult(Model):
     # tests/test_models.py holds the fields above to it.
     _WIRE_NAMES = tuple(_native.model_fields("SendResult"))
     _KIND = "SendResult"
+
+    @property
+    def meta(self) -> MetaT:
+        """Metadata of the call that returned this result (``None`` if made by hand)."""
+        return cast("MetaT", getattr(self, "_meta", None))
 
     @property
     def ok(self) -> bool:

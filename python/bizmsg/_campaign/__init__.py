@@ -10,7 +10,7 @@ The resources call the drivers (``_resources/messages.py``); ``import bizmsg`` l
 this until a campaign's class or method is first used.
 """
 
-from .message import Message, MessageLike, restore
+from .message import Message, MessageFrame, MessageLike, restore
 from .results import (
     STATUSES,
     AccountPlan,
@@ -23,5 +23,5 @@ from .results import (
 # Pickles of messages made before this package (when it was one module) name this function.
 _restore = restore
 
-__all__ = ["Message", "MessageLike", "BulkResult", "CampaignWarning", "CampaignPlan",
+__all__ = ["Message", "MessageLike", "MessageFrame", "BulkResult", "CampaignWarning", "CampaignPlan",
            "SenderPlan", "AccountPlan", "STATUSES"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sized
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,8 @@ def _counts(outcomes: list[SendOutcome]) -> dict[str, int]:
 class Collector:
     """What a driver gathers: outcomes (kept for ``send_many``), warnings, the end."""
 
-    def __init__(self, keep: bool, on_result: OnResult | None, progress: Any) -> None:
+    def __init__(self, keep: bool, on_result: OnResult | None, progress: Any,
+                 concurrency: int = 64) -> None:
         self.keep = keep
         self.on_result = on_result
         self.progress = progress
@@ -53,12 +54,22 @@ class Collector:
         self.reported = 0
         #: on_result raised: it is not called again (Ctrl-C inside it does not count).
         self.on_result_failed = False
+        #: Without ``keep`` (``send_many_iter``), the last batches handed out, so that the
+        #: outcome that stopped the campaign can still be named at the end: after it, only
+        #: the messages in flight (``concurrency``) and those waiting in the engine's queue
+        #: (about ``max(512, 2 * concurrency)``) get an outcome. Kept per batch, never per
+        #: outcome.
+        self.recent: deque[tuple[SendOutcome, ...]] = deque()
+        self.recent_count = 0
+        self.recent_bound = 3 * concurrency + 1024
 
     def outcomes_arrived(self, sequence: int, batch: list[SendOutcome]) -> None:
         if sequence > self.counted:
             self.counted = sequence
             if self.keep:
                 self.outcomes.extend(batch)
+            else:
+                self._remember(batch)
             # map() and attrgetter: counted in C, not by a generator per outcome.
             self.counts.update(map(_STATUS, batch))
             if self.progress is not None:
@@ -78,6 +89,22 @@ class Collector:
                 raise
             self.reported = sequence
 
+    def _remember(self, batch: list[SendOutcome]) -> None:
+        recent = self.recent
+        recent.append(tuple(batch))  # a copy: on_result may change the list it is given
+        self.recent_count += len(batch)
+        while len(recent) > 1 and self.recent_count - len(recent[0]) >= self.recent_bound:
+            self.recent_count -= len(recent.popleft())
+
+    def _stopping_outcome(self, outcomes: list[SendOutcome],
+                          stopped: tuple[Any, ...]) -> SendOutcome | None:
+        """The outcome that stopped the campaign, from the engine's ``(index, reason)``."""
+        index = stopped[0]
+        if index is None:
+            return None
+        pool = outcomes if self.keep else (o for batch in self.recent for o in batch)
+        return next((o for o in pool if o.index == index), None)
+
     def warning(self, value: tuple[str, str, str | None, str | None]) -> None:
         self.warnings.append(CampaignWarning(*value))
 
@@ -90,9 +117,7 @@ class Collector:
         outcomes = sorted(outcomes, key=_BY_INDEX)
         done = self.done or {}
         stopped = done.get("stopped")
-        stopped_by = None
-        if stopped is not None and stopped[0] is not None:
-            stopped_by = next((o for o in outcomes if o.index == stopped[0]), None)
+        stopped_by = None if stopped is None else self._stopping_outcome(outcomes, stopped)
         handled = sum(self.counts.values())
         return BulkResult(
             outcomes=outcomes,
@@ -111,9 +136,10 @@ class Collector:
             self.raised = exc
             import logging  # only here: `import bizmsg` stays free of it
 
+            cause = ("stopped by SIGTERM" if isinstance(exc, SystemExit) else "interrupted")
             logging.getLogger("bizmsg").warning(
-                "campaign interrupted: no new message is taken; waiting for the messages in "
-                "flight (interrupt again to abandon them)")
+                "campaign %s: no new message is taken; waiting for the messages in flight "
+                "(interrupt again to abandon them)", cause)
             run.stop(False)
         else:
             run.stop(True)

@@ -15,15 +15,26 @@ the exception is raised with the partial :class:`BulkResult` on its ``bulk_resul
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from typing import TYPE_CHECKING, Any
 
 from .. import _native
-from .collector import Collector, OnResult, progress_bar
+from .collector import Collector, progress_bar
+from .message import rows_of
 from .results import BulkResult, CampaignPlan
 
 if TYPE_CHECKING:
     from .._native import SendOutcome
+    from .message import AsyncMessageInput as AsyncInput
+    from .message import MessageInput as Input
     from .message import MessageLike
 
 __all__ = ["plan", "plan_async", "send_many", "send_many_async", "send_many_iter",
@@ -36,18 +47,20 @@ _PLAN_CHUNK = 4096
 Deliver = Callable[[int, list["SendOutcome"]], object]
 
 
-def plan(planner: _native.CampaignPlanner, messages: Iterable[MessageLike]) -> CampaignPlan:
-    source = iter(messages)
+def plan(planner: _native.CampaignPlanner,
+         messages: Input) -> CampaignPlan:
+    source = iter(rows_of(messages))
     while planner.feed(source, _PLAN_CHUNK) == _PLAN_CHUNK:
         pass
     return CampaignPlan._from_native(planner.finish())
 
 
 async def plan_async(planner: _native.CampaignPlanner,
-                     messages: Iterable[MessageLike] | AsyncIterable[MessageLike]) -> CampaignPlan:
-    if not isinstance(messages, AsyncIterable):
-        return plan(planner, messages)
-    source = aiter(messages)
+                     messages: AsyncInput) -> CampaignPlan:
+    rows = rows_of(messages)  # a DataFrame: its rows
+    if not isinstance(rows, AsyncIterable):
+        return plan(planner, rows)
+    source = aiter(rows)
     while True:
         chunk, failure = await _take(source, _PLAN_CHUNK)
         planner.feed(iter(chunk), len(chunk))
@@ -185,52 +198,100 @@ async def _take(source: AsyncIterator[MessageLike],
     return chunk, None
 
 
-class _StopOnCtrlC:
+#: The exit status a program stopped by SIGTERM ends with (128 + 15, as shells report a
+#: process SIGTERM killed): ``SystemExit(143)`` ends a campaign that SIGTERM stopped.
+SIGTERM_STATUS = 143
+
+
+class _StopOnSignals:
     """While a sync ``send_many`` runs on the main thread, Ctrl-C stops the campaign instead of
     raising KeyboardInterrupt at whatever bytecode Python is at (which could be anywhere: in
     the driver between two events, in ``on_result``, in the input's generator), and a second
     Ctrl-C abandons the messages in flight. The KeyboardInterrupt is raised, with the partial
-    result, once the campaign has settled. A handler the application set itself is left alone.
+    result, once the campaign has settled.
+
+    With ``stop_on_sigterm`` (any campaign, sync or async), SIGTERM does the same, and the
+    campaign then raises ``SystemExit(143)`` with the partial result: what systemd, Docker,
+    Kubernetes, Celery's warm shutdown and ``timeout`` send becomes a graceful stop.
+
+    A handler is installed only on the main thread (Python runs signal handlers there) and only
+    over the default one (``default_int_handler`` for SIGINT, ``SIG_DFL`` for SIGTERM): a
+    handler the application set itself is left alone, and for SIGTERM a WARNING says so. The
+    previous handler is put back when the campaign ends.
     """
 
-    def __init__(self, run: _native.CampaignRun, collector: Collector) -> None:
+    def __init__(self, run: _native.CampaignRun, collector: Collector, *, sigint: bool,
+                 sigterm: bool) -> None:
         self.run = run
         self.collector = collector
-        self.previous: Any = None
+        self.sigint = sigint
+        self.sigterm = sigterm
+        self.previous: list[tuple[int, Any]] = []
 
     def __enter__(self) -> None:
+        if not (self.sigint or self.sigterm):
+            return
         import signal
         import threading
 
-        if (threading.current_thread() is threading.main_thread()
+        main = threading.current_thread() is threading.main_thread()
+        if (self.sigint and main
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self.previous = signal.signal(signal.SIGINT, self._interrupted)
+            self.previous.append(
+                (signal.SIGINT, signal.signal(signal.SIGINT, self._interrupted)))
+        if not self.sigterm:
+            return
+        current = signal.getsignal(signal.SIGTERM)
+        if main and current == signal.SIG_DFL:
+            self.previous.append(
+                (signal.SIGTERM, signal.signal(signal.SIGTERM, self._terminated)))
+            return
+        import logging  # only here: `import bizmsg` stays free of it
+
+        why = ("it runs outside the main thread, where Python cannot handle signals" if not main
+               else f"SIGTERM already has a handler ({current!r}), which is left alone")
+        logging.getLogger("bizmsg").warning(
+            "stop_on_sigterm=True is ignored for this campaign: %s", why)
 
     def _interrupted(self, signum: int, frame: object) -> None:
         self.collector.interrupted(KeyboardInterrupt(), self.run)
 
+    def _terminated(self, signum: int, frame: object) -> None:
+        self.collector.interrupted(SystemExit(SIGTERM_STATUS), self.run)
+
     def __exit__(self, *exc_info: object) -> None:
-        if self.previous is not None:
+        if self.previous:
             import signal
 
-            signal.signal(signal.SIGINT, self.previous)
+            while self.previous:
+                signum, handler = self.previous.pop()
+                signal.signal(signum, handler)
 
 
-def send_many(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
-              on_result: OnResult | None, progress: bool) -> BulkResult:
-    collector = Collector(True, on_result, progress_bar(progress, messages))
-    with _StopOnCtrlC(run, collector):
-        for _ in drive(run, messages, collector, collector.outcomes_arrived):
+def _collector(keep: bool, options: Mapping[str, Any], messages: object) -> Collector:
+    return Collector(keep, options["on_result"], progress_bar(options["progress"], messages),
+                     concurrency=options["concurrency"])
+
+
+def send_many(run: _native.CampaignRun, messages: Input,
+              options: Mapping[str, Any]) -> BulkResult:
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(True, options, rows)
+    with _StopOnSignals(run, collector, sigint=True, sigterm=options["stop_on_sigterm"]):
+        for _ in drive(run, rows, collector, collector.outcomes_arrived):
             pass
     return collector.finish()
 
 
 async def send_many_async(run: _native.CampaignRun,
-                          messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
-                          on_result: OnResult | None, progress: bool) -> BulkResult:
-    collector = Collector(True, on_result, progress_bar(progress, messages))
-    async for _ in drive_async(run, messages, collector, collector.outcomes_arrived):
-        pass
+                          messages: AsyncInput,
+                          options: Mapping[str, Any]) -> BulkResult:
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(True, options, rows)
+    # Ctrl-C is the event loop's to handle (asyncio.run cancels the task: a graceful stop).
+    with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
+        async for _ in drive_async(run, rows, collector, collector.outcomes_arrived):
+            pass
     return collector.finish()
 
 
@@ -257,45 +318,52 @@ class _Ready:
         self.batches.clear()
 
 
-def send_many_iter(run: _native.CampaignRun, messages: Iterable[MessageLike], *,
-                   on_result: OnResult | None, progress: bool) -> Iterator[SendOutcome]:
-    collector = Collector(False, on_result, progress_bar(progress, messages))
+def send_many_iter(run: _native.CampaignRun, messages: Input,
+                   options: Mapping[str, Any]) -> Generator[SendOutcome, None, BulkResult]:
+    """Yields each outcome as it completes; returns (``StopIteration.value``) the
+    :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
+    warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive(run, messages, collector, ready.deliver)
-    try:
-        for _ in steps:
-            for outcome in ready.take():
-                try:
-                    yield outcome
-                except KeyboardInterrupt as exc:
-                    # Thrown in (``.throw()``) by a consumer interrupted while it handled an
-                    # outcome, as the CLI does: the campaign stops taking messages, as for a
-                    # Ctrl-C during its wait, and the outcomes still to come are yielded.
-                    collector.interrupted(exc, run)
-    finally:
-        if collector.done is None:
-            # The consumer stopped early (break, an exception): stop taking messages and let
-            # those in flight settle, so the journal ends consistent.
-            run.stop(False)
+    steps = drive(run, rows, collector, ready.deliver)
+    with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
+        try:
             for _ in steps:
-                pass
-    collector.finish()
+                for outcome in ready.take():
+                    try:
+                        yield outcome
+                    except KeyboardInterrupt as exc:
+                        # Thrown in (``.throw()``) by a consumer interrupted while it handled
+                        # an outcome, as the CLI does: the campaign stops taking messages, as
+                        # for a Ctrl-C during its wait, and the outcomes still to come are
+                        # yielded.
+                        collector.interrupted(exc, run)
+        finally:
+            if collector.done is None:
+                # The consumer stopped early (break, an exception): stop taking messages and
+                # let those in flight settle, so the journal ends consistent.
+                run.stop(False)
+                for _ in steps:
+                    pass
+    return collector.finish()
 
 
 async def send_many_iter_async(run: _native.CampaignRun,
-                               messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
-                               on_result: OnResult | None,
-                               progress: bool) -> AsyncIterator[SendOutcome]:
-    collector = Collector(False, on_result, progress_bar(progress, messages))
+                               messages: AsyncInput,
+                               options: Mapping[str, Any]) -> AsyncIterator[SendOutcome]:
+    rows = rows_of(messages)  # a DataFrame: its rows
+    collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive_async(run, messages, collector, ready.deliver)
-    try:
-        async for _ in steps:
-            for outcome in ready.take():
-                yield outcome
-    finally:
-        if collector.done is None:
-            run.stop(False)
+    steps = drive_async(run, rows, collector, ready.deliver)
+    with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
+        try:
             async for _ in steps:
-                pass
+                for outcome in ready.take():
+                    yield outcome
+        finally:
+            if collector.done is None:
+                run.stop(False)
+                async for _ in steps:
+                    pass
     collector.finish()

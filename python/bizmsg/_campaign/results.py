@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..errors import BizmsgError
+from .message import message_columns
 
 if TYPE_CHECKING:
     from .._native import SendOutcome
@@ -35,8 +36,12 @@ class CampaignWarning:
     sender: str | None = None
 
 
-_RECORD_COLUMNS = ("index", "status", "ok", "idempotency_key", "sms_id", "code", "msg", "error",
-                   "duplicate_of", "reason")
+#: The columns of :meth:`BulkResult.to_records` and ``to_pandas()``: the outcome's (those of
+#: ``SendOutcome.to_record()``), with the message's own after ``index``, so that a result joins
+#: back to its input by them.
+_MESSAGE_COLUMNS = ("to", "from", "template", "parameters", "language")
+_RECORD_COLUMNS = ("index", *_MESSAGE_COLUMNS, "status", "ok", "idempotency_key", "sms_id",
+                   "code", "msg", "error", "duplicate_of", "reason")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class BulkResult:
     ``stopped_by`` is the outcome that stopped the campaign early (``stop_on_error=True``, or
     an error no other message could survive, such as a revoked token), ``stop_reason`` says
     why (also for Ctrl-C). ``campaign_id`` is the id keys were derived from, if any.
+
+    It reads like a sequence of its outcomes: ``len(result)``, iteration, ``result[i]`` (the
+    outcome of the input's message ``i``) and ``result[i:j]`` (a ``list`` of outcomes).
     """
 
     outcomes: list[SendOutcome]
@@ -87,23 +95,38 @@ class BulkResult:
         return [outcome for outcome in self.outcomes if outcome.status == status]
 
     def __len__(self) -> int:
+        """How many messages were taken from the input (each has one outcome)."""
         return len(self.outcomes)
 
     def __iter__(self) -> Iterator[SendOutcome]:
         return iter(self.outcomes)
 
+    @overload
+    def __getitem__(self, position: int) -> SendOutcome: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[SendOutcome]: ...
+
+    def __getitem__(self, position: int | slice) -> SendOutcome | list[SendOutcome]:
+        """``result[i]``: the outcome of the input's message ``i`` (the outcomes are in input
+        order, one per message taken, so ``result[i].index == i``); negative positions count
+        from the end. ``result[i:j]`` is a ``list`` of outcomes."""
+        return self.outcomes[position]
+
     def to_records(self) -> list[dict[str, Any]]:
-        """One flat dict per message: index, status, ok, idempotency_key, sms_id, code, msg,
-        error, duplicate_of, reason."""
-        return [outcome.to_record() for outcome in self.outcomes]
+        """One flat dict per message: ``index``; the message's own ``to``, ``from``,
+        ``template`` (its name), ``parameters`` and ``language``, as given (``None`` for an
+        item that was not a message); then ``status``, ``ok``, ``idempotency_key``,
+        ``sms_id``, ``code``, ``msg``, ``error``, ``duplicate_of``, ``reason``."""
+        return [_record(outcome) for outcome in self.outcomes]
 
     def to_pandas(self) -> Any:
         """The records as a ``pandas.DataFrame``, one row per message, with the columns of
-        :meth:`to_records` (install ``bizmsg[pandas]``)."""
+        :meth:`to_records` (install ``bizmsg[pandas]``): it joins back to the input by
+        ``to`` (and ``from``, the template), or by ``index``, its position."""
         from .._frames import records_to_frame
 
         return records_to_frame(
-            (outcome.to_record() for outcome in self.outcomes), columns=_RECORD_COLUMNS,
+            (_record(outcome) for outcome in self.outcomes), columns=_RECORD_COLUMNS,
             what="BulkResult.to_pandas()",
         )
 
@@ -117,6 +140,12 @@ class BulkResult:
         counts = ", ".join(f"{status}={self.counts[status]:,}" for status in STATUSES)
         return (f"BulkResult({_count(len(self.outcomes), 'message')}: {counts}; "
                 f"{self.elapsed.total_seconds():.2f}s, {self.rate:,.0f}/s)")
+
+
+def _record(outcome: SendOutcome) -> dict[str, Any]:
+    record = outcome.to_record()
+    return {"index": record.pop("index"),
+            **dict(zip(_MESSAGE_COLUMNS, message_columns(outcome.message))), **record}
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ class CampaignOptions(PlanOptions, total=False):
     progress: bool
     on_result: OnResult | None
     stop_on_error: bool
+    stop_on_sigterm: bool
     journal: str | os.PathLike[str] | None
     campaign_id: str | None
     resend_unknown: bool
@@ -65,6 +66,7 @@ DEFAULTS: CampaignOptions = {
     "progress": False,
     "on_result": None,
     "stop_on_error": False,
+    "stop_on_sigterm": False,
     "journal": None,
     "campaign_id": None,
     "dedupe": True,
@@ -94,6 +96,9 @@ def resolve(given: Mapping[str, object], keywords: type[PlanOptions],
 def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> _native.CampaignRun:
     """Starts the Rust campaign with resolved ``options`` (raises ``ValidationError`` for a bad
     one, before anything is read or sent)."""
+    if not isinstance(options["stop_on_sigterm"], bool):
+        raise ValidationError(f"invalid stop_on_sigterm: must be True or False, got "
+                              f"{options['stop_on_sigterm']!r}", field="stop_on_sigterm")
     if options["progress"]:
         # Before the campaign starts: a missing tqdm is a usage error, not a half-started run.
         from .._campaign.collector import require_tqdm

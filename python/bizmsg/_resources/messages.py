@@ -8,12 +8,12 @@ client, which validates, sends, retries and decodes. A campaign is then driven b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .. import _native
 from .._timeout import TimeoutArg, call_timeout
-from ..models import SendResult, Template, TemplateParameters
+from ..models import ResponseMeta, SendResult, Template, TemplateParameters
 from .campaign_options import (
     CampaignOptions,
     PlanOptions,
@@ -27,9 +27,14 @@ from . import Resource
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .._campaign import BulkResult, CampaignPlan, MessageLike
+    from .._campaign import BulkResult, CampaignPlan
+    from .._campaign.message import AsyncMessageInput as AsyncInput
+    from .._campaign.message import MessageInput as Input
 
 __all__ = ["Messages", "AsyncMessages"]
+
+#: What a send returns: a result whose ``meta`` is the call's (never ``None``).
+Sent = SendResult[ResponseMeta]
 
 
 class Messages(Resource):
@@ -38,14 +43,14 @@ class Messages(Resource):
     __slots__ = ()
 
     @overload
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: Literal[False] = ...,
+    def send_many(self, messages: Input, *, dry_run: Literal[False] = ...,
                   **options: Unpack[CampaignOptions]) -> BulkResult: ...
     @overload
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: Literal[True],
+    def send_many(self, messages: Input, *, dry_run: Literal[True],
                   **options: Unpack[CampaignOptions]) -> CampaignPlan: ...
 
     @spelled_out(CampaignOptions)
-    def send_many(self, messages: Iterable[MessageLike], *, dry_run: bool = False,
+    def send_many(self, messages: Input, *, dry_run: bool = False,
                   **options: Unpack[CampaignOptions]) -> BulkResult | CampaignPlan:
         """Sends every message of ``messages`` (any iterable, read lazily in chunks) with up to
         ``concurrency`` requests in flight, and returns a :class:`BulkResult` with one outcome
@@ -63,6 +68,10 @@ class Messages(Resource):
         run left in doubt. ``stop_on_error`` stops at the first message that is not sent.
         Ctrl-C stops taking messages, lets those in flight finish and raises
         ``KeyboardInterrupt`` with the partial result on ``.bulk_result``.
+        ``stop_on_sigterm=True`` makes SIGTERM (systemd, Docker, Kubernetes, Celery's warm
+        shutdown, ``timeout``) do the same, then raise ``SystemExit(143)`` with
+        ``.bulk_result``; it is installed only on the main thread, over the default
+        disposition (an application's own handler is left alone), and removed afterwards.
 
         ``dry_run=True`` sends nothing and returns the :meth:`plan` instead.
         """
@@ -72,11 +81,10 @@ class Messages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many(run, messages, on_result=resolved["on_result"],
-                                 progress=resolved["progress"])
+        return drivers.send_many(run, messages, resolved)
 
     @spelled_out(PlanOptions)
-    def plan(self, messages: Iterable[MessageLike], **options: Unpack[PlanOptions]
+    def plan(self, messages: Input, **options: Unpack[PlanOptions]
              ) -> CampaignPlan:
         """Checks a campaign without sending anything: every message validated, duplicates
         found, each sender looked up once (status, quality, throughput) and each account's
@@ -84,14 +92,14 @@ class Messages(Resource):
         the chosen pace. Reads ``messages`` once, in chunks: cheap for a million rows."""
         return self._plan(messages, resolve(options, PlanOptions, "Messages.plan"))
 
-    def _plan(self, messages: Iterable[MessageLike], resolved: dict[str, Any]) -> CampaignPlan:
+    def _plan(self, messages: Input, resolved: dict[str, Any]) -> CampaignPlan:
         planner = self._native.planner(**planner_arguments(resolved))
         from .._campaign import drivers
 
         return drivers.plan(planner, messages)
 
     @spelled_out(CampaignOptions)
-    def send_many_iter(self, messages: Iterable[MessageLike],
+    def send_many_iter(self, messages: Input,
                        **options: Unpack[CampaignOptions]) -> Iterator[_native.SendOutcome]:
         """:meth:`send_many`, yielding each outcome as it completes (completion order) and
         keeping none: memory stays bounded however many messages go through. Leaving the
@@ -100,13 +108,12 @@ class Messages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter(run, messages, on_result=resolved["on_result"],
-                                      progress=resolved["progress"])
+        return drivers.send_many_iter(run, messages, resolved)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
              timeout: TimeoutArg = ..., max_retries: int | None = ...,
-             idempotency_key: str | None = ...) -> SendResult: ...
+             idempotency_key: str | None = ...) -> Sent: ...
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
              timeout: TimeoutArg = ..., max_retries: int | None = ...,
@@ -114,7 +121,7 @@ class Messages(Resource):
 
     def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
              timeout: TimeoutArg = None, max_retries: int | None = None,
-             idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+             idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Sends ``template`` from the business number ``from_`` to ``to``.
 
         Phone numbers may contain ``+``, spaces, dashes, dots and parentheses; 8 to 15 digits
@@ -134,7 +141,7 @@ class Messages(Resource):
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: Literal[False] = ..., timeout: TimeoutArg = ...,
                       max_retries: int | None = ..., idempotency_key: str | None = ...
-                      ) -> SendResult: ...
+                      ) -> Sent: ...
     @overload
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: Literal[True], timeout: TimeoutArg = ...,
@@ -144,7 +151,7 @@ class Messages(Resource):
     def send_template(self, *, to: str, from_: str, name: str, parameters: TemplateParameters,
                       language: str, raw: bool = False, timeout: TimeoutArg = None,
                       max_retries: int | None = None, idempotency_key: str | None = None
-                      ) -> SendResult | dict[str, Any]:
+                      ) -> Sent | dict[str, Any]:
         """:meth:`send` with the template given field by field."""
         return self._native.send(
             to=to, from_=from_, name=name, parameters=parameters, language=language, raw=raw,
@@ -159,16 +166,16 @@ class AsyncMessages(Resource):
     __slots__ = ()
 
     @overload
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: Literal[False] = ...,
                         **options: Unpack[CampaignOptions]) -> BulkResult: ...
     @overload
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: Literal[True],
                         **options: Unpack[CampaignOptions]) -> CampaignPlan: ...
 
     @spelled_out(CampaignOptions)
-    async def send_many(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike], *,
+    async def send_many(self, messages: AsyncInput, *,
                         dry_run: bool = False,
                         **options: Unpack[CampaignOptions]) -> BulkResult | CampaignPlan:
         """Awaitable :meth:`Messages.send_many`; ``messages`` may also be an async iterable.
@@ -181,16 +188,15 @@ class AsyncMessages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return await drivers.send_many_async(run, messages, on_result=resolved["on_result"],
-                                             progress=resolved["progress"])
+        return await drivers.send_many_async(run, messages, resolved)
 
     @spelled_out(PlanOptions)
-    async def plan(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    async def plan(self, messages: AsyncInput,
                    **options: Unpack[PlanOptions]) -> CampaignPlan:
         """Awaitable :meth:`Messages.plan`; ``messages`` may also be an async iterable."""
         return await self._plan(messages, resolve(options, PlanOptions, "AsyncMessages.plan"))
 
-    async def _plan(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    async def _plan(self, messages: AsyncInput,
                     resolved: dict[str, Any]) -> CampaignPlan:
         planner = await self._native.planner_async(**planner_arguments(resolved))
         from .._campaign import drivers
@@ -198,7 +204,7 @@ class AsyncMessages(Resource):
         return await drivers.plan_async(planner, messages)
 
     @spelled_out(CampaignOptions)
-    def send_many_iter(self, messages: Iterable[MessageLike] | AsyncIterable[MessageLike],
+    def send_many_iter(self, messages: AsyncInput,
                        **options: Unpack[CampaignOptions]
                        ) -> AsyncIterator[_native.SendOutcome]:
         """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
@@ -206,13 +212,12 @@ class AsyncMessages(Resource):
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter_async(run, messages, on_result=resolved["on_result"],
-                                            progress=resolved["progress"])
+        return drivers.send_many_iter_async(run, messages, resolved)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
                    timeout: TimeoutArg = ..., max_retries: int | None = ...,
-                   idempotency_key: str | None = ...) -> SendResult: ...
+                   idempotency_key: str | None = ...) -> Sent: ...
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[True],
                    timeout: TimeoutArg = ..., max_retries: int | None = ...,
@@ -220,7 +225,7 @@ class AsyncMessages(Resource):
 
     async def send(self, *, to: str, from_: str, template: Template, raw: bool = False,
                    timeout: TimeoutArg = None, max_retries: int | None = None,
-                   idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+                   idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Awaitable :meth:`Messages.send`."""
         return await self._native.send_async(
             to=to, from_=from_, name=template.name, parameters=template.parameters,
@@ -233,7 +238,7 @@ class AsyncMessages(Resource):
                             parameters: TemplateParameters, language: str,
                             raw: Literal[False] = ..., timeout: TimeoutArg = ...,
                             max_retries: int | None = ..., idempotency_key: str | None = ...
-                            ) -> SendResult: ...
+                            ) -> Sent: ...
     @overload
     async def send_template(self, *, to: str, from_: str, name: str,
                             parameters: TemplateParameters, language: str,
@@ -244,7 +249,7 @@ class AsyncMessages(Resource):
     async def send_template(self, *, to: str, from_: str, name: str,
                             parameters: TemplateParameters, language: str, raw: bool = False,
                             timeout: TimeoutArg = None, max_retries: int | None = None,
-                            idempotency_key: str | None = None) -> SendResult | dict[str, Any]:
+                            idempotency_key: str | None = None) -> Sent | dict[str, Any]:
         """Awaitable :meth:`Messages.send_template`."""
         return await self._native.send_async(
             to=to, from_=from_, name=name, parameters=parameters, language=language, raw=raw,

@@ -92,9 +92,8 @@ def _demo(args: argparse.Namespace) -> int:
         result = client.messages.send(to="+86 138 0013 8000", from_=sender.display_phone_number,
                                       template=template)
         print(f"  sent: sms_id={result.sms_id} status={result.status} code={result.code} ok={result.ok}")
-        if result.meta is not None:
-            print(f"  request id {result.meta.request_id}, {result.meta.attempts} attempt(s), "
-                  f"{result.meta.elapsed.total_seconds() * 1000:.1f} ms")
+        print(f"  request id {result.meta.request_id}, {result.meta.attempts} attempt(s), "
+              f"{result.meta.elapsed.total_seconds() * 1000:.1f} ms")
         wire = sandbox.sent_messages()[-1]
         print("  the service received:", json.dumps(wire["body"]))
 

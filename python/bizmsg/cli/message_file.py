@@ -41,8 +41,8 @@ _MAX_CELL = 16 * 1024 * 1024
 
 
 class InputError(CommandError):
-    """The input file could not be read any further (not UTF-8, a broken CSV quote, an I/O
-    error): the campaign stops taking messages and the command exits 1."""
+    """The input file could not be read any further (not UTF-8, a cell past the size limit, an
+    I/O error): the campaign stops taking messages and the command exits 1."""
 
     def __init__(self, message: str) -> None:
         super().__init__(EXIT_ERROR, message)
@@ -104,14 +104,17 @@ class MessageFile:
                                            f"{error.strerror or error}") from error
 
     def _read_header(self) -> None:
-        reader = csv.reader(self._file)
         try:
-            header = next(reader, None)
+            first = self._file.readline()
+            header, unclosed = _csv_line(first)
         except (csv.Error, UnicodeDecodeError, OSError) as error:
             raise CommandError(EXIT_USAGE, f"{self.name}: cannot read it: {error}") from error
         if not header:
             raise CommandError(EXIT_USAGE, f"{self.name} is empty: a CSV file starts with a "
                                            "header row naming its columns (to, from, ...)")
+        if unclosed:
+            raise CommandError(EXIT_USAGE, f"{self.name}, line 1: the header has an unclosed "
+                                           "quote")
         names: list[str | None] = []
         seen: set[str] = set()
         for column in header:
@@ -127,7 +130,7 @@ class MessageFile:
             if _known(column) is None:
                 self.extra_columns.append(column)
         self._header = names
-        self._header_lines = reader.line_num
+        self._header_lines = 1
         required = [("to", ("to",), None),
                     ("from", ("from", "from_"), self.defaults.from_),
                     ("template", ("template", "name"), self.defaults.template),
@@ -150,9 +153,8 @@ class MessageFile:
             newline = "" if self.format == "csv" else None
             with open(self.path, encoding="utf-8-sig", newline=newline, errors="replace") as file:
                 if self.format == "csv":
-                    rows = csv.reader(file)
-                    next(rows, None)
-                    return sum(1 for row in rows if row)
+                    next(file, None)
+                    return sum(1 for line in file if not _blank(line))
                 return sum(1 for line in file if line.strip())
         except (OSError, csv.Error):
             return None
@@ -182,27 +184,40 @@ class MessageFile:
             index += 1
 
     def _csv_rows(self) -> Iterator[tuple[int, dict[str, Any], str | None]]:
-        """(line, the row's cells by column, why the row cannot be read or None)."""
+        """(line, the row's cells by column, why the row cannot be read or None).
+
+        One row per line: a quote left open at the end of its line is that row's problem,
+        and the next line is read as the next row. (The csv module would read on past the
+        line, into the rows below, until it met another quote: rows merged into one cell of
+        one message, sent as its parameters.) A cell therefore cannot span lines; text with
+        line breaks goes in JSON Lines. A row with fewer cells than the header is refused too,
+        rather than sent with its last columns missing."""
         if csv.field_size_limit() < _MAX_CELL:
             csv.field_size_limit(_MAX_CELL)
-        reader = csv.reader(self._file)
-        width = len(self._header)
+        header = self._header
+        width = len(header)
+        line = self._header_lines
         try:
-            for cells in reader:
-                line = self._header_lines + reader.line_num
-                if not cells:
-                    continue  # a blank line
-                row = {name: cell for name, cell in zip(self._header, cells) if name is not None}
-                if len(cells) > width and any(cell.strip() for cell in cells[width:]):
+            for text in self._file:
+                line += 1
+                if _blank(text):
+                    continue
+                cells, unclosed = _csv_line(text)
+                row = {name: cell for name, cell in zip(header, cells) if name is not None}
+                if unclosed:
+                    yield line, row, ("a quote is not closed on this line (an unclosed quote?); "
+                                      "a CSV cell cannot span lines")
+                elif len(cells) > width and any(cell.strip() for cell in cells[width:]):
                     yield line, row, (f"the row has {len(cells)} cells but the header has "
                                       f"{width} columns")
-                    continue
-                yield line, row, None
+                elif len(cells) < width and any(name is not None for name in header[len(cells):]):
+                    yield line, row, (f"the row has {len(cells)} cells, fewer than the header's "
+                                      f"{width} columns")
+                else:
+                    yield line, row, None
         except (csv.Error, UnicodeDecodeError, OSError) as error:
-            # The csv module counts the line it could not parse; a read error comes before
-            # the next line is counted.
-            line = self._header_lines + reader.line_num + (0 if isinstance(error, csv.Error)
-                                                            else 1)
+            # A read error comes before the line it is in was counted.
+            line += 0 if isinstance(error, csv.Error) else 1
             raise InputError(f"{self.name}, line {line}: cannot read on: {error}") from error
 
     def _jsonl_rows(self) -> Iterator[tuple[int, dict[str, Any], str | None]]:
@@ -301,6 +316,21 @@ class MessageFile:
         if self.defaults.parameters is not None:
             return self.defaults.parameters
         return []
+
+
+def _blank(line: str) -> bool:
+    """A line with nothing on it (the csv module reads no row from it)."""
+    return not line.rstrip("\r\n")
+
+
+def _csv_line(text: str) -> tuple[list[str], bool]:
+    """The cells of one line of CSV, and whether a quote was left open at its end (the csv
+    module then ends the last cell with the line break itself)."""
+    if not text.endswith(("\n", "\r")):
+        text += "\n"  # the last line of a file, so that an open quote shows the same way
+    none: list[str] = []
+    cells = next(csv.reader((text,)), none)
+    return cells, bool(cells) and cells[-1].endswith(("\n", "\r"))
 
 
 def _one(fields: dict[str, Any], key: str, value: object, what: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import shutil
 import unicodedata
@@ -149,7 +150,10 @@ class Output:
 
 
 def write_items(items: Iterable[Item], output: Output, out: TextIO) -> None:
-    """Writes each item as it comes; ``json`` is then one array, written element by element."""
+    """Writes each item as it comes; ``json`` is then one array, written element by element.
+    Nothing is written before the first item arrived (or the listing turned out empty), so a
+    listing that fails at once (a refused token) prints its error alone."""
+    items = _first_fetched(items)
     if output.format == "json":
         _write_json_array(items, out)
     elif output.format == "jsonl":
@@ -165,6 +169,13 @@ def write_items(items: Iterable[Item], output: Output, out: TextIO) -> None:
         out.write(table.header())
         for item in items:
             out.write(table.row(item))
+
+
+def _first_fetched(items: Iterable[Item]) -> Iterable[Item]:
+    iterator = iter(items)
+    for first in iterator:
+        return itertools.chain((first,), iterator)
+    return ()
 
 
 def write_page(page: Page[Any], output: Output, out: TextIO) -> None:

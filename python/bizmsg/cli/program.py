@@ -13,7 +13,14 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__, refresh_logging
-from ..errors import BizmsgError, SendOutcomeUnknownError, SendRejectedError, ValidationError
+from ..errors import (
+    AuthenticationError,
+    BizmsgError,
+    ConfigurationError,
+    SendOutcomeUnknownError,
+    SendRejectedError,
+    ValidationError,
+)
 from .demo import add_demo
 from .listing import add_listings
 from .sandbox import add_sandbox
@@ -24,6 +31,7 @@ from .status import (
     EXIT_REJECTED,
     EXIT_UNKNOWN,
     EXIT_USAGE,
+    TOKEN_HINT,
     CommandError,
 )
 
@@ -47,13 +55,15 @@ exit status:
   1    API or transport error: the service refused the request, failed, or could
        not be reached
   2    usage or configuration error: a bad option or value, a missing token or
-       base URL
+       base URL, a token the service refuses (401), a sandbox port in use
   3    send rejected: the service reported a failed commit (code and msg shown);
        with send --file: some messages were rejected or failed
   4    send outcome unknown: the message may or may not have been sent; the
        Idempotency-Key to reconcile with is shown; with send --file: the
        outcome of some messages is unknown
   130  interrupted (Ctrl-C)
+  143  stopped by SIGTERM (systemd, Docker, Kubernetes, timeout); send --file
+       stops as for Ctrl-C first
 
 many messages from a CSV or JSON Lines file: bizmsg send --file FILE (see
 bizmsg send --help: the columns, the results file, resuming with --journal)
@@ -171,7 +181,12 @@ def _outcome(error: BaseException) -> tuple[int, list[str]]:
             return EXIT_REJECTED, [f"{name}: code {error.code}: {error.msg}"]
         case SendOutcomeUnknownError():
             return EXIT_UNKNOWN, [f"{name}: {error}", reconcile_hint(error.idempotency_key)]
-        case ValidationError():
+        case ValidationError() | ConfigurationError():
+            # A configuration the client or the sandbox refused (a port in use, plain http://
+            # to a remote host): the command line is what needs fixing.
             return EXIT_USAGE, [f"{name}: {error}"]
+        case AuthenticationError():
+            # The service refused the token: a configuration error, whichever command met it.
+            return EXIT_USAGE, [f"{name}: {error}; {TOKEN_HINT}"]
         case _:
             return EXIT_ERROR, [f"{name}: {error}"]

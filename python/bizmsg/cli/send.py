@@ -82,7 +82,10 @@ many messages (--file FILE):
   --language, and --param or --parameters, are the values of the rows that leave
   them out; a row with no parameters at all and no default sends an empty list.
   A row that gives its parameters in two ways, or cannot be read, is not sent: it
-  is a failed row of the results, like an invalid phone number. Exact repeats
+  is a failed row of the results, like an invalid phone number. A CSV row is one
+  line: a quote left open at the end of its line, or fewer cells than the header,
+  makes it a failed row (a CSV cell cannot span lines; JSON Lines carries text
+  with line breaks). Exact repeats
   (same to, from, template) are sent once, the others skipped (--no-dedupe sends
   them all). Other columns are copied to the results.
 
@@ -115,8 +118,10 @@ exit status with --file:
        --dry-run: the plan is OK
   1    the campaign itself failed: its journal cannot be used, the senders cannot
        be looked up (--pace auto), the file cannot be read on, the results cannot
-       be written; what was done so far is summed up
-  2    usage: a bad option, a missing file or column; nothing was sent
+       be written, the service could not be reached; what was done so far is
+       summed up
+  2    usage: a bad option, a missing file or column; or the service refused the
+       token (401): the campaign stops at once, with one line
   3    some messages were rejected or failed (and none is unknown); --dry-run:
        the plan is not OK (invalid messages, senders that cannot send, accounts
        past their tier)
@@ -124,6 +129,8 @@ exit status with --file:
   130  interrupted (Ctrl-C): no new message is taken, those in flight finish and
        are written to the results, and the summary is printed; Ctrl-C again
        abandons them (their outcome is then unknown)
+  143  stopped by SIGTERM (systemd, Docker, Kubernetes, timeout): as for Ctrl-C;
+       run the same command again to send the rest
 """
 
 

@@ -18,10 +18,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .._campaign import STATUSES, CampaignPlan
+from .._campaign import STATUSES, BulkResult, CampaignPlan
 from .._client import Client
 from .._native import SendOutcome
-from ..errors import BizmsgError
+from ..errors import (
+    AuthenticationError,
+    BizmsgError,
+    ConfigurationError,
+    SendOutcomeUnknownError,
+    TransportError,
+)
 from .message_file import Defaults, MessageFile, format_of, payload
 from .results_file import Results, open_results, same_file
 from .status import (
@@ -29,8 +35,10 @@ from .status import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REJECTED,
+    EXIT_TERMINATED,
     EXIT_UNKNOWN,
     EXIT_USAGE,
+    TOKEN_HINT,
     CommandError,
 )
 
@@ -90,8 +98,14 @@ class Tally:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def summary(self, interrupted: bool) -> str:
-        """The one line that ends every bulk send."""
+    @property
+    def nothing_went_out(self) -> bool:
+        """No message was sent, and none may have been."""
+        return self.counts["sent"] == self.counts["unknown"] == 0
+
+    def summary(self, interrupted: bool | str) -> str:
+        """The line that sums up a bulk send (``interrupted``: by Ctrl-C, or the name of the
+        signal that stopped it)."""
         elapsed = time.monotonic() - self.started
         rate = self.total / elapsed if elapsed > 0 else 0.0
         counts = ", ".join(f"{status} {self.counts[status]:,}" for status in STATUSES)
@@ -100,7 +114,8 @@ class Tally:
             (self.not_taken, "not sent as the campaign stopped")) if count]
         if why:
             counts += f" ({', '.join(why)})"
-        start = "interrupted after " if interrupted else ""
+        start = ("" if not interrupted else "interrupted after " if interrupted is True
+                 else f"stopped by {interrupted} after ")
         return (f"bizmsg: {start}{self.total:,} messages in {elapsed:.1f}s ({rate:,.0f}/s): "
                 f"{counts}")
 
@@ -130,11 +145,14 @@ def _describe(outcome: SendOutcome) -> str:
 
 class _CampaignWarnings(logging.Handler):
     """Shows the campaign's warnings (a messaging tier passed, a sender rated RED, ...) on
-    stderr: the records of the ``bizmsg`` logger that start with ``campaign: ``."""
+    stderr: the records of the ``bizmsg`` logger that start with ``campaign: ``. With a
+    progress bar they go through tqdm (``tqdm.write``), which clears the bar, writes the line
+    and draws the bar again below it: a line printed as is would land inside the bar."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: bool) -> None:
         super().__init__(logging.WARNING)
         self.seen = 0
+        self._write = _through_progress_bar if progress else _to_stderr
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -145,16 +163,25 @@ class _CampaignWarnings(logging.Handler):
             return
         self.seen += 1
         if self.seen <= _WARNINGS_SHOWN:
-            print("bizmsg: warning: " + " ".join(text[len("campaign: "):].split()),
-                  file=sys.stderr, flush=True)
+            self._write("bizmsg: warning: " + " ".join(text[len("campaign: "):].split()))
         elif self.seen == _WARNINGS_SHOWN + 1:
-            print("bizmsg: further warnings are not shown (--debug shows them all)",
-                  file=sys.stderr, flush=True)
+            self._write("bizmsg: further warnings are not shown (--debug shows them all)")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _through_progress_bar(line: str) -> None:
+    from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def _progress(args: argparse.Namespace) -> bool:
-    """A progress bar on stderr: on a terminal, when tqdm is installed, unless refused."""
-    if args.no_progress or not sys.stderr.isatty():
+    """A progress bar on stderr: on a terminal, when tqdm is installed, unless refused (or
+    --debug, whose log lines would cut through it)."""
+    if args.no_progress or args.debug or not sys.stderr.isatty():
         return False
     return importlib.util.find_spec("tqdm") is not None
 
@@ -273,7 +300,7 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
         total = source.count()
         if total is not None:
             messages = _Sized(messages, total)
-    warnings = _CampaignWarnings()
+    warnings = _CampaignWarnings(progress)
     logger = logging.getLogger("bizmsg")
     if not args.debug:
         logger.addHandler(warnings)
@@ -291,6 +318,9 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
             progress=progress, on_result=arrived, stop_on_error=args.stop_on_error,
             journal=args.journal, campaign_id=args.campaign_id, dedupe=not args.no_dedupe,
             resend_unknown=args.resend_unknown,
+            # SIGTERM (systemd, Docker, Kubernetes, `timeout`) stops it as Ctrl-C does. (A
+            # SIGTERM the command inherited as ignored stays ignored, as SIGINT would.)
+            stop_on_sigterm=True,
         )
         end = _consume(outcomes, results, tally, unflushed)
     finally:
@@ -300,24 +330,83 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
                 results.close()
             except OSError:
                 pass
-    print(tally.summary(end.interrupted), file=sys.stderr)
-    _explain(args, tally, results is not None, end)
+    stop = campaign_stop(end.result, client.base_url)
+    if stop is not None and end.failure is None and not end.interrupted \
+            and tally.nothing_went_out:
+        # Nothing could be sent (a refused token, a service that cannot be reached): the one
+        # line that says why is the whole story; the results file has every row.
+        print(f"bizmsg: {stop.line}; nothing was sent", file=sys.stderr)
+        return stop.status
+    print(tally.summary(end.signal or end.interrupted), file=sys.stderr)
+    _explain(args, tally, results is not None, end, stop)
     if end.failure is not None:
         print(f"bizmsg: {_failure_text(end.failure)}", file=sys.stderr)
         return EXIT_ERROR
     if end.interrupted:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if end.signal == "SIGTERM" else EXIT_INTERRUPTED
+    if stop is not None:
+        return stop.status
     return tally.status()
+
+
+@dataclass(frozen=True)
+class CampaignStop:
+    """A campaign that stopped by itself on an error no other message could survive: the
+    exit status, and the one line that says why (without the ``bizmsg: `` prefix)."""
+
+    status: int
+    line: str
+
+
+def campaign_stop(result: BulkResult | None, base_url: str) -> CampaignStop | None:
+    """Why the campaign stopped by itself, when the command should say it in one line and
+    exit with its own status: the service refused the token (2, a configuration error), or
+    could not be reached (1). ``None`` for a campaign that ran to its end, or stopped on one
+    message (``--stop-on-error`` on a rejection, a platform code), which the summary tells."""
+    stopped_by = None if result is None else result.stopped_by
+    if result is None or stopped_by is None or stopped_by.error is None:
+        return None
+    error = stopped_by.error
+    text = f"{type(error).__name__}: " + " ".join(str(error).split())
+    if isinstance(error, (AuthenticationError, ConfigurationError)):
+        hint = f"; {TOKEN_HINT}" if isinstance(error, AuthenticationError) else ""
+        return CampaignStop(EXIT_USAGE, text + hint)
+    if service_unreachable(result):
+        line = f"the service at {base_url} could not be reached: {text}"
+        reason = " ".join((result.stop_reason or "").split())
+        if reason and " ".join(str(error).split()) not in reason:
+            line += f" ({reason})"  # the breaker's own words: how many failed in a row
+        return CampaignStop(EXIT_ERROR, line)
+    return None
+
+
+def service_unreachable(result: BulkResult) -> bool:
+    """Whether the campaign stopped because the service could not be reached.
+
+    The hook for the campaign's breaker (issue 18: after N transport failures in a row, with
+    no success, a campaign stops by itself, every remaining message ``skipped``): the breaker
+    stops on a message that never reached the service, so ``stopped_by.error`` is a
+    ``TransportError`` that is not ``SendOutcomeUnknownError`` (``ConnectError``, or a
+    timeout or broken connection before the request left), and so is a campaign stopped by
+    ``--stop-on-error`` on such a message. The command then prints one line and exits 1.
+    """
+    stopped_by = result.stopped_by
+    error = None if stopped_by is None else stopped_by.error
+    return isinstance(error, TransportError) and not isinstance(error, SendOutcomeUnknownError)
 
 
 @dataclass
 class _End:
-    """How the campaign ended: interrupted (Ctrl-C), failed (what ended it), and whether
-    every outcome was written (not so when Ctrl-C landed outside the campaign's wait)."""
+    """How the campaign ended: interrupted (Ctrl-C, or SIGTERM: ``signal``), failed (what
+    ended it), whether every outcome was written (not so when Ctrl-C landed outside the
+    campaign's wait), and its result (without outcomes: the command wrote them), when it
+    has one."""
 
     interrupted: bool = False
     failure: BaseException | None = None
     complete: bool = True
+    signal: str | None = None
+    result: BulkResult | None = None
 
 
 def _consume(outcomes: Iterator[SendOutcome], results: Results | None, tally: Tally,
@@ -340,12 +429,20 @@ def _consume(outcomes: Iterator[SendOutcome], results: Results | None, tally: Ta
                 outcome = throw(interrupt)
             else:
                 outcome = next(outcomes)
-        except StopIteration:
-            return _End()
+        except StopIteration as stop:
+            return _End(result=stop.value)
         except KeyboardInterrupt as interrupt:
-            return _End(interrupted=True, complete=hasattr(interrupt, "bulk_result"))
+            return _End(interrupted=True, complete=hasattr(interrupt, "bulk_result"),
+                        result=getattr(interrupt, "bulk_result", None))
+        except SystemExit as terminated:
+            # stop_on_sigterm: SIGTERM stopped the campaign as Ctrl-C does, and it raises
+            # SystemExit(143) once every outcome was yielded.
+            result = getattr(terminated, "bulk_result", None)
+            if result is None:
+                raise
+            return _End(interrupted=True, signal="SIGTERM", result=result)
         except (BizmsgError, CommandError) as error:  # the campaign itself failed
-            return _End(failure=error)
+            return _End(failure=error, result=getattr(error, "bulk_result", None))
         counted = written = False
         try:
             tally.add(outcome)
@@ -401,25 +498,30 @@ def _failure_text(error: BaseException) -> str:
     return f"{type(error).__name__}: " + " ".join(str(error).split())
 
 
-def _explain(args: argparse.Namespace, tally: Tally, has_results: bool, end: _End) -> None:
+def _explain(args: argparse.Namespace, tally: Tally, has_results: bool, end: _End,
+             stop: CampaignStop | None) -> None:
     """What to do next, on stderr."""
     def say(line: str) -> None:
         print("bizmsg: " + line, file=sys.stderr)
 
-    if not has_results and tally.not_sent:
+    if stop is not None:
+        # Every message not sent met the same error, or none: the line says it once.
+        say(f"{stop.line}; {tally.not_taken:,} message(s) were not sent")
+    elif not has_results and tally.not_sent:
         for line in tally.not_sent:
             say(line)
         left = tally.total - tally.counts["sent"] - tally.counts["skipped"] - len(tally.not_sent)
         if left > 0:
             say(f"... and {left:,} more not sent; --results FILE writes every message's outcome")
-    if tally.stop_reason is not None:
+    if tally.stop_reason is not None and stop is None:
         say(f"{tally.stop_reason}: {tally.not_taken:,} message(s) were not sent")
     unknown = tally.counts["unknown"]
     if unknown:
         again = (" or run the same command with --resend-unknown to send them again with the "
                  "same keys (safe with a service that honours them, as the sandbox does)"
                  if args.journal else "")
-        where = "in the results" if has_results else "shown above"
+        where = ("in the results" if has_results else "shown above" if stop is None
+                 else "not shown: --results FILE writes it")
         say(f"{unknown:,} message(s) may or may not have been sent: check whether they "
             f"arrived (their Idempotency-Key is {where}){again}")
     if not end.complete:
