@@ -502,6 +502,41 @@ def test_a_service_that_cannot_be_reached_stops_with_one_line_and_exits_1(
     assert len(read_results(tmp_path / "r.csv")) == 50
 
 
+def test_the_breaker_stops_a_campaign_to_a_dead_service_by_itself(
+    sender: Number, tmp_path: Path
+) -> None:
+    """No --stop-on-error: the campaign's breaker stops it once 3 messages in a row could not
+    reach the service and nothing got through for half a second; the rest are skipped with
+    the cause, the one line names the service and the breaker's reason, and it exits 1."""
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 400))
+    dead = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [*SCRIPT, "send", "--file", str(messages), "--concurrency", "4",
+         "--unreachable-after", "3", "--unreachable-for", "0.5",
+         "--results", str(tmp_path / "r.csv")],
+        capture_output=True, text=True, timeout=120,
+        env=environment(BIZMSG_BASE_URL=dead, BIZMSG_TOKEN="sandbox-token-acme"))
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"bizmsg: the service at {dead} could not be reached: "), line
+    assert "ConnectError" in line and "unreachable" in line, line
+    results = read_results(tmp_path / "r.csv")
+    assert len(results) == 400
+    statuses = Counter(row["status"] for row in results)
+    assert set(statuses) == {"failed", "skipped"} and statuses["skipped"] > 300, statuses
+    assert all("the service is unreachable" in row["reason"]
+               for row in results if row["status"] == "skipped"), results[-1]
+
+
+@pytest.mark.parametrize("option, value", [("--unreachable-after", "-1"),
+                                           ("--unreachable-for", "0")])
+def test_bad_breaker_options_are_usage_errors(sandbox: Sandbox, option: str, value: str,
+                                              tmp_path: Path) -> None:
+    messages = write_csv(tmp_path / "m.csv", CSV_HEADER, [])
+    done = bizmsg_cli(sandbox, "send", "--file", str(messages), option, value)
+    assert done.returncode == 2 and option in done.stderr, done.stderr
+
+
 def test_a_campaign_id_sends_again_with_the_same_keys(sandbox: Sandbox, sender: Number,
                                                       tmp_path: Path) -> None:
     messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 40))

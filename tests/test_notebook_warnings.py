@@ -49,6 +49,12 @@ CELLS = {
         "    other.business_phone_numbers.list()\n"
         "await asyncio.create_task(in_the_background())"
     ),
+    # Regression: the cell's own calls above spent the client's one warning, silently.
+    "background task, same client": (
+        "async def same_client_in_the_background() -> None:\n"
+        "    client.business_phone_numbers.list()\n"
+        "await asyncio.create_task(same_client_in_the_background())"
+    ),
     "asked in a cell": "from bizmsg import _notebook\n_notebook.sync_call_blocks_loop()",
     "asked in a task": (
         "async def ask() -> bool:\n"
@@ -94,9 +100,18 @@ def test_a_sync_call_from_a_task_on_the_kernels_loop_still_warns(
                       "event loop is running") == 1, text
 
 
+def test_a_clients_own_cell_calls_do_not_spend_its_warning(outputs: dict[str, Any]) -> None:
+    """The client the cells used without a warning still warns, once, for a sync call from a
+    task of one's own: the Rust client asks ``_notebook.sync_call_blocks_loop()`` before it
+    counts its one warning."""
+    text = stderr(outputs["background task, same client"])
+    assert text.count("LOG WARNING bizmsg: a synchronous bizmsg call was made while an asyncio "
+                      "event loop is running") == 1, text
+
+
 def test_the_question_rust_may_ask_before_it_warns(outputs: dict[str, Any]) -> None:
     """``_notebook.sync_call_blocks_loop()``: False for the cell's own call, True from a
-    task of one's own (see the report of issue 18 for the Rust side)."""
+    task of one's own."""
     def value(name: str) -> str:
         [result] = [o for o in outputs[name] if o.output_type == "execute_result"]
         return str(result.data["text/plain"])

@@ -70,9 +70,8 @@ def sync_call_blocks_loop() -> bool:
     that loop has to do: not when it comes from the cell a kernel is running (the kernel's loop
     waits for the cell anyway), yes from any other task.
 
-    For the Rust client's ``warn_if_in_event_loop``, which may ask it before it warns (and
-    before it counts its one warning per client): today the warning is dropped afterwards by
-    the logging filter, once the client's one warning is spent."""
+    Asked by the Rust client's ``warn_if_in_event_loop`` before it warns, and before it counts
+    its one warning per client, so that a cell's own calls do not spend it."""
     state = _state
     return state is None or not state.running or _current_task() is not state.task
 

@@ -19,6 +19,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
 use super::admit::{Admission, Admitted, AfterLostClaim, Identified};
+use super::breaker::Breaker;
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
 use super::journal::{
     row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
@@ -26,7 +27,7 @@ use super::journal::{
 };
 use super::keys::KeySource;
 use super::message::Input;
-use super::outcome::{Outcome, Status};
+use super::outcome::Outcome;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
 use super::senders::{Account, Directory, SenderPolicy};
 use crate::client::{Client, Gate};
@@ -74,88 +75,6 @@ struct Engine<P> {
     failure: Option<Error>,
     /// How many times the send queue was emptied by a stop (claims made before are ignored).
     drained: u64,
-}
-
-/// The breaker: counts the messages in a row that could not reach the service. Once enough
-/// did, it lets one message at a time go (a probe: an answer closes it again), and trips when
-/// nothing answered for its window, so a dead service costs a few messages, not the input,
-/// and a service back within the window trips nothing.
-struct Breaker {
-    after: Option<u32>,
-    window: Duration,
-    in_a_row: u32,
-    /// The last answer of the service (or the campaign's start).
-    last_answer: std::time::Instant,
-    last_failure: String,
-    /// When the last message that could not reach the service finished, and which it was.
-    failed_at: std::time::Instant,
-    last_failed: Option<u64>,
-}
-
-impl Breaker {
-    fn new(after: Option<u32>, window: Duration) -> Self {
-        Breaker {
-            after,
-            window,
-            in_a_row: 0,
-            last_answer: std::time::Instant::now(),
-            last_failure: String::new(),
-            failed_at: std::time::Instant::now(),
-            last_failed: None,
-        }
-    }
-
-    /// When an open breaker lets its next probe go: a few per window, not as fast as a
-    /// refused connection fails.
-    fn next_probe(&self) -> std::time::Instant {
-        self.failed_at + self.window / 5
-    }
-
-    /// Counts a finished send.
-    fn count<P>(&mut self, outcome: &Outcome<P>) {
-        match (&outcome.status, &outcome.error) {
-            // Never reached the service: each went through its retries already.
-            (
-                Status::Failed,
-                Some(error @ (Error::Connect(_) | Error::Timeout(_) | Error::ConnectionBroken(_))),
-            ) => {
-                self.in_a_row = self.in_a_row.saturating_add(1);
-                self.last_failure = error.to_string();
-                self.failed_at = std::time::Instant::now();
-                self.last_failed = Some(outcome.index);
-            }
-            (Status::Sent | Status::Rejected | Status::Unknown, _) => {
-                self.in_a_row = 0;
-                self.last_answer = std::time::Instant::now();
-            }
-            _ => {}
-        }
-    }
-
-    /// Enough messages in a row failed: one at a time goes until an answer comes.
-    fn is_open(&self) -> bool {
-        self.after.is_some_and(|after| self.in_a_row >= after)
-    }
-
-    /// When an open breaker next has something to do: trip, or let a probe go.
-    fn wakes_at(&self) -> Option<std::time::Instant> {
-        self.is_open()
-            .then(|| (self.last_answer + self.window).min(self.next_probe()))
-    }
-
-    /// Why the campaign stops, once open and quiet for the window.
-    fn tripped(&self) -> Option<String> {
-        let quiet = self.last_answer.elapsed();
-        (self.is_open() && quiet >= self.window).then(|| {
-            format!(
-                "the service is unreachable: {} messages in a row could not reach it, and \
-                 nothing answered for {:.0}s (last: {})",
-                self.in_a_row,
-                quiet.as_secs_f64(),
-                self.last_failure
-            )
-        })
-    }
 }
 
 /// Sleeps until `when` (forever when there is none).

@@ -14,6 +14,7 @@
 //! - `plan`: the preflight (`plan()` / `dry_run=True`).
 
 mod admit;
+mod breaker;
 mod engine;
 mod handle;
 mod journal;

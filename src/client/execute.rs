@@ -68,7 +68,9 @@ impl Client {
                 user_agent: &self.shared.user_agent,
                 extra: &self.options.headers,
             };
-            let (request, watch) = operation.request(&headers, idempotency_key.as_ref());
+            let (mut request, watch) = operation.request(&headers, idempotency_key.as_ref());
+            // Sent again after its reused connection ended without an answer: on a new one.
+            request.fresh_connection = stale_retried;
             if let Some(progress) = &operation.progress {
                 progress.attempt(watch.as_ref());
             }

@@ -110,6 +110,7 @@ impl Operation {
             url: self.url.clone(),
             headers: lines,
             body,
+            fresh_connection: false,
         };
         (request, watch)
     }

@@ -18,6 +18,9 @@ pub(crate) struct Outgoing {
     /// transport's to add.
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) body: OutgoingBody,
+    /// Not on a pooled connection (the direct transport): the request is sent again because
+    /// its reused connection ended without an answer.
+    pub(crate) fresh_connection: bool,
 }
 
 impl Outgoing {
@@ -36,6 +39,7 @@ impl Outgoing {
             url: self.url.clone(),
             headers: self.headers.clone(),
             body: self.body.again(),
+            fresh_connection: self.fresh_connection,
         }
     }
 

@@ -460,7 +460,10 @@ impl NativeClient {
     /// A sync call made on a thread whose asyncio loop is running (a notebook cell, an
     /// `async def`) blocks that loop for the whole call: said once per client, as a WARNING.
     fn warn_if_in_event_loop(&self, py: Python<'_>) {
-        if self.warned_in_loop.load(Ordering::Relaxed) || !event_loop_running(py) {
+        if self.warned_in_loop.load(Ordering::Relaxed)
+            || !event_loop_running(py)
+            || !blocks_the_loop(py)
+        {
             return;
         }
         if !self.warned_in_loop.swap(true, Ordering::Relaxed) {
@@ -472,6 +475,29 @@ impl NativeClient {
             );
         }
     }
+}
+
+/// Whether a sync call made now, with a loop running on this thread, holds up work the loop
+/// has to do. Inside a Jupyter kernel (`bizmsg._notebook` loaded), not from the cell being run
+/// (the kernel's loop waits for it anyway): the client keeps its one warning for a call that
+/// does, from another task.
+fn blocks_the_loop(py: Python<'_>) -> bool {
+    let Ok(Some(notebook)) = py
+        .import(pyo3::intern!(py, "sys"))
+        .and_then(|sys| sys.getattr(pyo3::intern!(py, "modules")))
+        .and_then(|modules| {
+            modules
+                .get_item(pyo3::intern!(py, "bizmsg._notebook"))
+                .map(Some)
+        })
+        .or_else(|_| Ok::<_, PyErr>(None))
+    else {
+        return true;
+    };
+    notebook
+        .call_method0(pyo3::intern!(py, "sync_call_blocks_loop"))
+        .and_then(|blocks| blocks.extract::<bool>())
+        .unwrap_or(true)
 }
 
 /// Whether an asyncio loop runs on this thread. asyncio is only asked if some code imported it

@@ -203,6 +203,15 @@ def _add_bulk_options(send: argparse.ArgumentParser) -> None:
     bulk.add_argument("--stop-on-error", action="store_true",
                       help="stop at the first message that is not sent (the rest are "
                            "skipped)")
+    bulk.add_argument("--unreachable-after", type=int_in(0, None), metavar="N",
+                      help="stop when N messages in a row could not reach the service (no "
+                           "connection, a timeout before the request left) and nothing got "
+                           "through for --unreachable-for; the rest are skipped, exit 1 "
+                           "(default: 20; 0: never stop for it)")
+    bulk.add_argument("--unreachable-for", type=positive, metavar="SECONDS",
+                      help="how long the service must stay unreachable, after "
+                           "--unreachable-after failures, before the campaign stops "
+                           "(default: 5)")
     bulk.add_argument("--dry-run", action="store_true",
                       help="send nothing: check every message, look the senders up and print "
                            "the plan; exit 0 if it is OK, 3 if not")
@@ -221,6 +230,8 @@ _BULK_OPTIONS = (("--format", "format", None), ("--results", "results", None),
                  ("--pace", "pace", None), ("--journal", "journal", None),
                  ("--campaign-id", "campaign_id", None), ("--resend-unknown", "resend_unknown", False),
                  ("--no-dedupe", "no_dedupe", False), ("--stop-on-error", "stop_on_error", False),
+                 ("--unreachable-after", "unreachable_after", None),
+                 ("--unreachable-for", "unreachable_for", None),
                  ("--dry-run", "dry_run", False), ("--no-progress", "no_progress", False))
 
 

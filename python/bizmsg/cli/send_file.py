@@ -317,7 +317,7 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
             messages, concurrency=args.concurrency, rate_limit=args.rate, pace=args.pace,
             progress=progress, on_result=arrived, stop_on_error=args.stop_on_error,
             journal=args.journal, campaign_id=args.campaign_id, dedupe=not args.no_dedupe,
-            resend_unknown=args.resend_unknown,
+            resend_unknown=args.resend_unknown, **_breaker(args),
             # SIGTERM (systemd, Docker, Kubernetes, `timeout`) stops it as Ctrl-C does. (A
             # SIGTERM the command inherited as ignored stays ignored, as SIGINT would.)
             stop_on_sigterm=True,
@@ -373,11 +373,24 @@ def campaign_stop(result: BulkResult | None, base_url: str) -> CampaignStop | No
         return CampaignStop(EXIT_USAGE, text + hint)
     if service_unreachable(result):
         line = f"the service at {base_url} could not be reached: {text}"
-        reason = " ".join((result.stop_reason or "").split())
+        # The breaker's own words (how many failed in a row, for how long), without the
+        # last error, which the line gives already.
+        reason = " ".join((result.stop_reason or "").split()).split(" (last: ")[0]
         if reason and " ".join(str(error).split()) not in reason:
-            line += f" ({reason})"  # the breaker's own words: how many failed in a row
+            line += f" ({reason})"
         return CampaignStop(EXIT_ERROR, line)
     return None
+
+
+def _breaker(args: argparse.Namespace) -> dict[str, Any]:
+    """--unreachable-after and --unreachable-for as campaign options (the library's defaults
+    when not given; 0 failures: never stop for it)."""
+    options: dict[str, Any] = {}
+    if args.unreachable_after is not None:
+        options["unreachable_after"] = args.unreachable_after or None
+    if args.unreachable_for is not None:
+        options["unreachable_for"] = args.unreachable_for
+    return options
 
 
 def service_unreachable(result: BulkResult) -> bool:

@@ -9,6 +9,7 @@
 
 mod codec;
 mod connection;
+mod idle_limit;
 mod pool;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use super::request::Outgoing;
 use super::transport::Reply;
 use crate::error::{Error, Result};
 use connection::{Conn, Connector};
+use idle_limit::IdleLimit;
 
 pub(crate) use codec::check_any_answer;
 pub(crate) use pool::IDLE_TIMEOUT;
@@ -30,6 +32,8 @@ pub(crate) struct DirectTransport {
     /// `host[:port]`, as HTTP/1.1 requires in every request.
     host: HeaderValue,
     idle: PerRuntime<Conn>,
+    /// What the pool learned of the server's idle limit (`idle_limit.rs`).
+    learning: IdleLimit,
 }
 
 impl DirectTransport {
@@ -42,24 +46,35 @@ impl DirectTransport {
             connector: Connector::new(base, tls, connect_timeout)?,
             host: host_header(base)?,
             idle: PerRuntime::new(),
+            learning: IdleLimit::default(),
         })
     }
 
     /// Sends `request` and reads its answer, at most `limit` bytes of body.
     pub(crate) async fn send(&self, mut request: Outgoing, limit: u64) -> Result<Reply> {
         loop {
-            let (mut conn, reused) = match pool::checkout(&self.idle) {
-                Some(conn) => (conn, true),
+            // A request sent again because its reused connection ended without an answer
+            // takes a new one: another pooled connection may be closing just the same.
+            let pooled = if request.fresh_connection {
+                None
+            } else {
+                pool::checkout(&self.idle, &self.learning)
+            };
+            let (mut conn, reused) = match pooled {
+                Some((conn, idle)) => (conn, Some(idle)),
                 None => {
                     // Boxed: a TLS handshake's future is large, and it runs once per
                     // connection, while every exchange's future would otherwise carry (and
                     // copy) its size.
                     let connecting = Box::pin(self.connector.connect());
-                    (connecting.await?, false)
+                    (connecting.await?, None)
                 }
             };
             match conn.exchange(request, &self.host, limit).await {
                 Ok((reply, reusable)) => {
+                    if let Some(idle) = reused {
+                        self.learning.reused(idle);
+                    }
                     if reusable {
                         pool::check_in(&self.idle, conn);
                     }
@@ -67,12 +82,15 @@ impl DirectTransport {
                 }
                 // A pooled connection that turned out closed before the request was written:
                 // nothing left, so it is safe to try again on a new connection.
-                Err(failed) if reused && failed.returned.is_some() => {
+                Err(failed) if reused.is_some() && failed.returned.is_some() => {
                     log::debug!(
                         target: "bizmsg",
                         "a pooled connection was closed; sending on a new one ({})",
                         failed.error
                     );
+                    if let Some(idle) = reused {
+                        self.learning.closed(idle);
+                    }
                     let Some(returned) = failed.returned else {
                         return Err(failed.error);
                     };
@@ -80,11 +98,14 @@ impl DirectTransport {
                 }
                 // Written, and the connection ended without a byte of answer: a reused one
                 // was most likely closed by the server as the request went out.
-                Err(failed) if reused && failed.silent => {
+                Err(failed) if reused.is_some() && failed.silent => {
+                    if let Some(idle) = reused {
+                        self.learning.closed(idle);
+                    }
                     return Err(match failed.error {
                         Error::ConnectionBroken(why) => Error::StaleConnection(why),
                         other => other,
-                    })
+                    });
                 }
                 Err(failed) => return Err(failed.error),
             }

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::connection::Conn;
+use super::idle_limit::IdleLimit;
 use crate::client::per_runtime::PerRuntime;
 
 /// How long an idle connection is kept: below the idle limits of the usual servers in front of
@@ -18,16 +19,27 @@ const KEEP_ALIVE_MARGIN: Duration = Duration::from_millis(500);
 /// Idle connections kept per runtime; more are closed when they come back.
 const MAX_IDLE: usize = 512;
 
-/// The most recently used idle connection that is still open.
-pub(super) fn checkout(idle: &PerRuntime<Conn>) -> Option<Conn> {
+/// The most recently used idle connection that is still open, and how long it was idle.
+/// Connections idle past the limit (ours, the server's `Keep-Alive: timeout=` less a margin,
+/// or what the pool learned of the server) are closed; one found closed teaches `learning`.
+pub(super) fn checkout(idle: &PerRuntime<Conn>, learning: &IdleLimit) -> Option<(Conn, Duration)> {
+    let learned = learning.learned();
     idle.with(|list| {
         while let Some(mut conn) = list.pop() {
-            let limit = conn.keep_alive.map_or(IDLE_TIMEOUT, |server| {
+            let mut limit = conn.keep_alive.map_or(IDLE_TIMEOUT, |server| {
                 IDLE_TIMEOUT.min(server.saturating_sub(KEEP_ALIVE_MARGIN))
             });
-            if conn.idle_since.elapsed() < limit && conn.is_open() {
-                return Some(conn);
+            if let Some(learned) = learned {
+                limit = limit.min(learned);
             }
+            let idle_for = conn.idle_since.elapsed();
+            if idle_for >= limit {
+                continue;
+            }
+            if conn.is_open() {
+                return Some((conn, idle_for));
+            }
+            learning.closed(idle_for);
         }
         None
     })
