@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _shared import OURS, ROWS, SCENARIO_BY_KEY
+from _shared import OURS, ROWS, SCENARIO_BY_KEY, VARIANTS
 
 Samples = dict[str, dict[str, list[dict[str, Any]]]]  # scenario -> client -> samples
 
@@ -76,9 +76,18 @@ def rows(summary: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
             "bizmsg": ours.get("median"), "bizmsg_unavailable": ours.get("unavailable"),
             "pyreqwest": pyreqwest.get("median"),
             "best_other": best, "best_other_value": others.get(best) if best else None,
-            "target": row.target, "vs": "wrk" if row.vs_ceiling else "pyreqwest",
+            "target": row.target,
+            "vs": "wrk" if row.vs_ceiling else row.vs_client or "pyreqwest",
         }
-        reference = (summary.get("ceiling", {}).get("wrk", {}) if row.vs_ceiling else pyreqwest)
+        if row.vs_ceiling:
+            reference = summary.get("ceiling", {}).get("wrk", {})
+        elif row.vs_client is not None:
+            # With / without: both ran in every round of this scenario, back to back.
+            reference = clients.get(row.vs_client, {})
+            entry["pyreqwest"] = entry["best_other"] = entry["best_other_value"] = None
+            entry["baseline"] = reference.get("median")
+        else:
+            reference = pyreqwest
         if ours.get("median") and reference.get("median"):
             entry["ratio"] = round(ours["median"] / reference["median"], 3)
             entry["ratio_per_round"] = _per_round_ratios(ours, reference)
@@ -103,6 +112,11 @@ def _mib(kb: float | None) -> str:
     return "–" if kb is None else f"{kb / 1024:,.1f}"
 
 
+def _against_variant(entry: dict[str, Any]) -> bool:
+    """A row of a bizmsg variant against plain bizmsg (with / without), not against a peer."""
+    return entry["vs"] not in ("wrk", "pyreqwest")
+
+
 def _target(entry: dict[str, Any]) -> str:
     if entry["target"] is None:
         return "–"
@@ -112,6 +126,8 @@ def _target(entry: dict[str, Any]) -> str:
 def _ratio(entry: dict[str, Any]) -> str:
     if entry["ratio"] is None:
         return "–"
+    if _against_variant(entry):
+        return f"{entry['ratio']:.0%} of without"
     return f"{entry['ratio']:.0%} of wrk" if entry["vs"] == "wrk" else f"{entry['ratio']:.2f}"
 
 
@@ -138,6 +154,13 @@ def markdown(results: dict[str, Any]) -> str:
         "- versions: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)
         + "".join(f", {v}" for v in results["tools"].values() if v)
         + (f"; git {m['git']}" if m.get("git") else ""),
+    ]
+    services = results.get("services") or {}
+    if services:
+        lines.append("- optional scenarios' servers: " + "; ".join(
+            f"{name}: " + (s.get("note") or f"unavailable ({s.get('unavailable') or s.get('failed')})")
+            for name, s in services.items()))
+    lines += [
         "",
         "| scenario | bizmsg | pyreqwest | best other peer | ratio | target | met |",
         "|---|---:|---:|---|---:|---:|---|",
@@ -145,6 +168,9 @@ def markdown(results: dict[str, Any]) -> str:
     for entry in results["rows"]:
         if entry["vs"] == "wrk":
             other = f"wrk {_n(entry.get('wrk'))}" if entry.get("wrk") else "wrk: not run"
+            pyreqwest = "–"
+        elif _against_variant(entry):
+            other = f"without {_n(entry.get('baseline'))}"
             pyreqwest = "–"
         else:
             other = (f"{entry['best_other']} {_n(entry['best_other_value'])}"
@@ -163,8 +189,16 @@ def markdown(results: dict[str, Any]) -> str:
                      "– | – | – |")
     lines += ["", "Ratios are bizmsg / pyreqwest (above 1: bizmsg is faster), except send_many: "
               "bizmsg / wrk. \"best other peer\" is the fastest of httpx, requests and aiohttp."]
+    if any(_against_variant(entry) for entry in results["rows"]):
+        lines[-1] += (" The shared-limits and journal rows: bizmsg with the option / bizmsg "
+                      "without it (\"without\"), same job, same rounds.")
     lines += _iter_section(summary.get("iter"))
     lines += _bulk_section(summary.get("send_many"), summary.get("million"))
+    lines += _proxy_section(summary.get("proxy"), summary.get("sequential"))
+    lines += _variants_section("shared_limits", "send_many_iter with shared limits (Redis)",
+                               summary.get("shared_limits"), "redis_commands", "Redis commands")
+    lines += _variants_section("journal", "send_many_iter with a journal", summary.get("journal"),
+                               "journal_rows", "journal rows")
     notes = results["notes"] + [
         f"{scenario}/{client}: {error.strip().splitlines()[0] if error.strip() else error}"
         for scenario, clients in summary.items() for client, c in clients.items()
@@ -238,6 +272,89 @@ def _bulk_section(bulk: dict[str, dict[str, Any]] | None,
     return lines
 
 
+def _median_text(c: dict[str, Any]) -> str:
+    if c["median"]:
+        return _n(c["median"])
+    return "not available" if c["unavailable"] else "failed"
+
+
+def _in_scenario_order(scenario: str, clients: dict[str, dict[str, Any]]) -> list[str]:
+    """The clients as the scenario lists them (skipped ones were recorded first)."""
+    order = SCENARIO_BY_KEY[scenario].clients
+    return sorted(clients, key=lambda n: order.index(n) if n in order else len(order))
+
+
+def _not_run(title: str, clients: dict[str, dict[str, Any]]) -> list[str] | None:
+    """The section's one line when no client was measured at all (its server is missing)."""
+    if any(c["median"] for c in clients.values()):
+        return None
+    why = next((c["unavailable"] for c in clients.values() if c["unavailable"]), None)
+    errors = [e for c in clients.values() for e in c["errors"]]
+    return ["", f"## {title}", "",
+            f"- not run: {why or 'failed: ' + '; '.join(errors)[:300]}"]
+
+
+def _proxy_section(proxy: dict[str, dict[str, Any]] | None,
+                   direct: dict[str, dict[str, Any]] | None) -> list[str]:
+    """Each client through Squid, against pyreqwest through Squid, and (when the sequential
+    scenario ran too) against itself without the proxy; and what Squid forwarded."""
+    if not proxy:
+        return []
+    title = "sequential sync send through a forward proxy (Squid)"
+    not_run = _not_run(title, proxy)
+    if not_run is not None:
+        return not_run
+    reference = proxy.get("pyreqwest", {}).get("median")
+    header = ("| client | sends/s | / pyreqwest | % of direct (sequential) | forwarded by Squid "
+              "| measured sends |")
+    lines = ["", f"## {title}", "", header, "|---|---:|---:|---:|---:|---:|"]
+    for name in _in_scenario_order("proxy", proxy):
+        c = proxy[name]
+        alone = (direct or {}).get(name, {}).get("median")
+        lines.append(
+            f"| {name} | {_median_text(c)} | "
+            + (f"{c['median'] / reference:.2f}" if c["median"] and reference else "–") + " | "
+            + (f"{c['median'] / alone:.0%}" if c["median"] and alone else "–") + " | "
+            + f"{_n(c['extra'].get('forwarded_by_squid'))} | {_n(c['count'])} |")
+    lines += ["", ("Every client is given `proxy=\"http://127.0.0.1:PORT\"` (pyreqwest: "
+                   "`.proxy(ProxyBuilder.http(...))`; requests: `Session.proxies`) and sends to "
+                   "nginx on plain http. \"forwarded by Squid\" counts the 200 lines of its "
+                   "access log during the sample (the answer check and the warmup included): a "
+                   "sample that did not go through the proxy is a failure, not a figure.")]
+    return lines
+
+
+def _variants_section(scenario: str, title: str, clients: dict[str, dict[str, Any]] | None,
+                      proof: str, proof_label: str) -> list[str]:
+    """bizmsg's bulk send without and with an option, each as a share of without; `proof`:
+    the extra that shows the option's server did the work (Redis's commands, journal rows)."""
+    if not clients:
+        return []
+    not_run = _not_run(title, clients)
+    if not_run is not None:
+        return not_run
+    baseline = clients.get("bizmsg", {})
+    header = (f"| variant | adds | messages/s | % of without | per round | failures | "
+              f"{proof_label} | messages |")
+    lines = ["", f"## {title}", "", header, "|---|---|---:|---:|---|---:|---:|---:|"]
+    for name in _in_scenario_order(scenario, clients):
+        c = clients[name]
+        share = (f"{c['median'] / baseline['median']:.0%}"
+                 if c["median"] and baseline.get("median") else "–")
+        # From the samples, not _per_round_ratios (rounded for the JSON, then again here).
+        without = dict(zip(baseline.get("rounds", []), baseline.get("samples", [])))
+        per_round = ", ".join(f"{v / without[r]:.0%}" for r, v in zip(c["rounds"], c["samples"])
+                              if name != "bizmsg" and without.get(r)) or "–"
+        extra = c["extra"]
+        messages = f"{_n(c['count'])} of {_n(extra.get('messages'))}" if c["median"] else "–"
+        if c["incomplete_samples"]:
+            messages += f" ({c['incomplete_samples']} cut by the timeout)"
+        lines.append(f"| {name} | {VARIANTS.get(name, '')} | {_median_text(c)} | {share} | "
+                     f"{per_round} | {_n(extra.get('failures'))} | {_n(extra.get(proof))} | "
+                     f"{messages} |")
+    return lines
+
+
 # --- Files -------------------------------------------------------------------------------------
 
 
@@ -257,7 +374,8 @@ def write_png(results: dict[str, Any], path: Path) -> str | None:
     entries = [e for e in results["rows"] if e["ratio"] is not None]
     if not entries:
         return "no ratio to chart"
-    labels = [textwrap.fill(e["row"], 18) + ("\n[vs wrk]" if e["vs"] == "wrk" else "")
+    labels = [textwrap.fill(e["row"], 18) + ("\n[vs wrk]" if e["vs"] == "wrk" else
+                                             "\n[vs without]" if _against_variant(e) else "")
               for e in entries]
     ratios = [e["ratio"] for e in entries]
     # Green: target met, red: not met, blue: no target (iter).
@@ -273,7 +391,7 @@ def write_png(results: dict[str, Any], path: Path) -> str | None:
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, fontsize=8)
-    ax.set_ylabel("bizmsg / pyreqwest (send_many: / wrk)")
+    ax.set_ylabel("bizmsg / pyreqwest (send_many: / wrk; variants: / without)")
     server = results["server"]["kind"]
     ax.set_title(f"bizmsg vs pyreqwest, {server}, median of {results['config']['rounds']} "
                  f"round(s); dashed: target", fontsize=10)

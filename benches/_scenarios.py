@@ -44,33 +44,45 @@ class Unavailable(Exception):
 # --- What is measured: one call per client -------------------------------------------------
 
 
-def _bizmsg_client(base_url: str) -> Any:
+def _bizmsg_client(base_url: str, **options: Any) -> Any:
+    """`options`: the Client keywords of the optional scenarios (proxy, shared_limits)."""
     import bizmsg
 
-    return bizmsg.Client(TOKEN, base_url=base_url, max_retries=0)
+    return bizmsg.Client(TOKEN, base_url=base_url, max_retries=0, **options)
 
 
-def sync_send(client: str, base_url: str) -> Call:
+def sync_send(client: str, base_url: str, proxy: str | None = None) -> Call:
+    """`proxy`: every client sends through this forward proxy (the proxy scenario), each
+    configured the way its documentation says."""
     url = base_url + SEND_PATH
     if client == "bizmsg":
-        send = _bizmsg_client(base_url).messages.send_template
+        options = {} if proxy is None else {"proxy": proxy}
+        send = _bizmsg_client(base_url, **options).messages.send_template
         return lambda: send(to=TO, from_=FROM, name=TEMPLATE_NAME,
                             parameters=TEMPLATE_PARAMETERS, language=LANGUAGE)
     if client == "pyreqwest":
         from pyreqwest.client import SyncClientBuilder
 
-        pr = SyncClientBuilder().default_headers(HEADERS).build()
+        builder = SyncClientBuilder().default_headers(HEADERS)
+        if proxy is not None:
+            from pyreqwest.proxy import ProxyBuilder
+
+            builder = builder.proxy(ProxyBuilder.http(proxy))
+        pr = builder.build()
         return lambda: pr.post(url).body_json(BODY).build().send().json()
     if client == "httpx":
         import httpx
 
-        hx = httpx.Client(headers=HEADERS)
+        hx = httpx.Client(headers=HEADERS) if proxy is None else \
+            httpx.Client(headers=HEADERS, proxy=proxy)
         return lambda: hx.post(url, json=BODY).json()
     if client == "requests":
         import requests
 
         session = requests.Session()
         session.headers.update(HEADERS)
+        if proxy is not None:
+            session.proxies = {"http": proxy, "https": proxy}
         return lambda: session.post(url, json=BODY).json()
     raise Unavailable(f"{client} has no sync send")
 
@@ -299,11 +311,17 @@ def _pyreqwest_pages(base_url: str) -> Iterator[object]:
         page_no += 1
 
 
-def send_many(base_url: str, messages: int, concurrency: int, timeout: float) -> dict[str, Any]:
-    """bizmsg's bulk send over a generator of `messages` messages, counting the outcomes."""
+def send_many(base_url: str, messages: int, concurrency: int, timeout: float,
+              client_options: dict[str, Any] | None = None,
+              campaign: dict[str, Any] | None = None) -> dict[str, Any]:
+    """bizmsg's bulk send over a generator of `messages` messages, counting the outcomes.
+
+    `client_options` (shared_limits) go to the Client, `campaign` (campaign_id, rate_limit,
+    journal) to the campaign: the shared_limits and journal scenarios' variants."""
     import bizmsg
 
-    client = _bizmsg_client(base_url)
+    client = _bizmsg_client(base_url, **(client_options or {}))
+    campaign = campaign or {}
     bulk_iter = getattr(client.messages, "send_many_iter", None)
     if not hasattr(client.messages, "send_many") and bulk_iter is None:
         raise Unavailable("client.messages.send_many is not in this build of bizmsg")
@@ -336,7 +354,7 @@ def send_many(base_url: str, messages: int, concurrency: int, timeout: float) ->
     if bulk_iter is not None:
         count = 0
         outcome = None
-        for outcome in bulk_iter(generate(), concurrency=concurrency):
+        for outcome in bulk_iter(generate(), concurrency=concurrency, **campaign):
             count += 1
             if count in rss_marks:
                 rss_at[str(count)] = rss_kb()
@@ -347,15 +365,19 @@ def send_many(base_url: str, messages: int, concurrency: int, timeout: float) ->
         api = "send_many_iter"
         summary = None
     else:
-        result = client.messages.send_many(generate(), concurrency=concurrency)
+        result = client.messages.send_many(generate(), concurrency=concurrency, **campaign)
         count = produced
         api = "send_many"
         summary = repr(getattr(result, "counts", result))[:300]
     elapsed = time.perf_counter() - start
-    return {"count": count, "elapsed": elapsed, "complete": count == messages,
-            "extra": {"api": api, "messages": messages, "failures": failures,
-                      "message_type": "bizmsg.Message" if message_type else "dict",
-                      "outcome_type": outcome_type, "result": summary, "rss_kb_at": rss_at}}
+    extra: dict[str, Any] = {
+        "api": api, "messages": messages, "failures": failures,
+        "message_type": "bizmsg.Message" if message_type else "dict",
+        "outcome_type": outcome_type, "result": summary, "rss_kb_at": rss_at}
+    if client_options or campaign:
+        # What this variant added; the URLs have no password (the harness's servers need none).
+        extra["options"] = {**(client_options or {}), **campaign}
+    return {"count": count, "elapsed": elapsed, "complete": count == messages, "extra": extra}
 
 
 # --- Entry point -------------------------------------------------------------------------------
@@ -365,6 +387,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     scenario, client, url = args.scenario, args.client, args.base_url
     if scenario == "sequential":
         count, elapsed = sequential(sync_send(client, url), check_send, args.requests, args.seconds)
+    elif scenario == "proxy":
+        if args.proxy is None:
+            raise Unavailable("the proxy scenario needs --proxy (run.py passes its Squid's)")
+        count, elapsed = sequential(sync_send(client, url, proxy=args.proxy), check_send,
+                                    args.requests, args.seconds)
     elif scenario == "threads":
         count, elapsed = threaded(sync_send(client, url), check_send, args.threads,
                                   args.requests, args.seconds)
@@ -376,6 +403,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return iterate(client, url, args.timeout)
     elif scenario in ("send_many", "million"):
         return send_many(url, args.messages, args.in_flight, args.timeout)
+    elif scenario in ("shared_limits", "journal"):
+        # The same job; what the variant adds comes from run.py as arguments.
+        client_options = {"shared_limits": args.shared_limits} if args.shared_limits else {}
+        campaign: dict[str, Any] = {}
+        if args.campaign_id:
+            campaign["campaign_id"] = args.campaign_id
+        if args.rate_limit:
+            campaign["rate_limit"] = args.rate_limit
+        if args.journal:
+            campaign["journal"] = args.journal
+        return send_many(url, args.messages, args.in_flight, args.timeout, client_options,
+                         campaign)
     else:
         raise Unavailable(f"unknown scenario {scenario}")
     return {"count": count, "elapsed": elapsed, "complete": True, "extra": {}}
@@ -392,6 +431,13 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--messages", type=int, default=200_000)
+    # The optional scenarios' servers and options (run.py passes them; a fresh campaign_id and
+    # journal per sample).
+    parser.add_argument("--proxy", help="proxy scenario: the forward proxy's URL")
+    parser.add_argument("--shared-limits", help="bizmsg.Client(shared_limits=...)")
+    parser.add_argument("--campaign-id")
+    parser.add_argument("--rate-limit", type=float)
+    parser.add_argument("--journal", help="a SQLite file's path or a postgresql:// URL")
     parser.add_argument("--watchdog", type=float, default=0.0,
                         help="after this many seconds, print every thread's stack and exit")
     args = parser.parse_args()

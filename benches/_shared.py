@@ -35,8 +35,37 @@ ITER_PAGE_SIZE = 1000
 ITER_TOTAL = 100_000
 ITER_PAGES = ITER_TOTAL // ITER_PAGE_SIZE
 
-# Ratios are bizmsg / peer; these are the clients whose names start with "bizmsg".
-OURS = ("bizmsg", "bizmsg-raw")
+# Ratios are bizmsg / peer; these are the clients whose names start with "bizmsg". The last
+# four are bizmsg's bulk send with one option more, compared with plain "bizmsg" in the same
+# round (the shared_limits and journal scenarios).
+OURS = ("bizmsg", "bizmsg-raw", "bizmsg-rate", "bizmsg-redis", "bizmsg-sqlite", "bizmsg-postgres")
+
+# Far above what one client core reaches: the rate is kept (in Redis, with shared_limits) but
+# never waited for, so the figure is the bookkeeping's cost, not a pace.
+SHARED_RATE_LIMIT = 1_000_000
+
+# What each of those variants adds to `send_many_iter(messages, concurrency=64)`; a fresh
+# campaign_id per sample, so no sample can find another's messages.
+VARIANTS = {
+    "bizmsg": "nothing (as in send_many)",
+    "bizmsg-rate": f"campaign_id, rate_limit={SHARED_RATE_LIMIT:,}/s, no store",
+    "bizmsg-redis": f"campaign_id, rate_limit={SHARED_RATE_LIMIT:,}/s, shared_limits=redis://",
+    "bizmsg-sqlite": "campaign_id, journal=<fresh SQLite file>",
+    "bizmsg-postgres": "campaign_id, journal=postgresql://",
+}
+# The journal scenario's job (or --messages, if smaller): a PostgreSQL journal commits its
+# claims and results as it goes, at about a tenth of the rate without a journal (fsync on), and
+# a sample must stay within --timeout.
+JOURNAL_MESSAGES = 50_000
+
+# The server besides nginx that an optional scenario's client needs (run.py starts it only when
+# the scenario is selected): (scenario, client) -> server; client "*": every client.
+NEEDS = {("proxy", "*"): "squid", ("shared_limits", "bizmsg-redis"): "redis",
+         ("journal", "bizmsg-postgres"): "postgres"}
+
+
+def needed_server(scenario: str, client: str) -> str | None:
+    return NEEDS.get((scenario, client)) or NEEDS.get((scenario, "*"))
 
 
 @dataclass(frozen=True)
@@ -48,7 +77,8 @@ class Scenario:
     # True: a fixed amount of work bounded by --timeout (iter, send_many); False: a rate
     # measured for --requests requests or --seconds seconds, whichever comes first.
     fixed_work: bool = False
-    # Only with a flag (--million).
+    # Only when named in --only (million also with --million): they need servers or time that
+    # the default run does without.
     optional: bool = False
 
 
@@ -68,6 +98,17 @@ SCENARIOS: tuple[Scenario, ...] = (
              ("bizmsg",), fixed_work=True),
     Scenario("million", "send_many_iter, 1,000,000 messages", "messages/s",
              ("bizmsg",), fixed_work=True, optional=True),
+    # The sequential scenario with every client configured with proxy="http://127.0.0.1:PORT"
+    # (a Squid run.py starts): what a forward proxy in the path costs each client.
+    Scenario("proxy", "sequential sync send through a forward proxy (Squid)", "sends/s",
+             ("bizmsg", "pyreqwest", "httpx", "requests"), optional=True),
+    # The send_many job without and with its campaign's rate kept in Redis, same round.
+    Scenario("shared_limits", "send_many_iter, concurrency 64, campaign rate through Redis",
+             "messages/s", ("bizmsg", "bizmsg-rate", "bizmsg-redis"), fixed_work=True,
+             optional=True),
+    # The send_many job (JOURNAL_MESSAGES) without a journal, with SQLite's, with PostgreSQL's.
+    Scenario("journal", "send_many_iter, concurrency 64, with a journal", "messages/s",
+             ("bizmsg", "bizmsg-sqlite", "bizmsg-postgres"), fixed_work=True, optional=True),
     # Not Python: the load generators show what the server and one client core can do at all.
     Scenario("ceiling", "ceiling: load generator, 64 connections", "requests/s", ("wrk", "oha")),
 )
@@ -88,6 +129,9 @@ class Row:
     # bizmsg / pyreqwest must reach this (or, with vs_ceiling, bizmsg / wrk).
     target: float | None
     vs_ceiling: bool = False
+    # The ratio is `client` / this client of the same scenario and round instead (a variant
+    # of bizmsg against plain bizmsg: with / without).
+    vs_client: str | None = None
 
 
 ROWS: tuple[Row, ...] = (
@@ -98,4 +142,10 @@ ROWS: tuple[Row, ...] = (
     Row("list", "bizmsg-raw", "list 20 numbers (raw=True)", 1.5),
     Row("iter", "bizmsg", "iter 100k numbers, page_size=1000", None),
     Row("send_many", "bizmsg", "send_many_iter, concurrency 64", 0.6, vs_ceiling=True),
+    Row("proxy", "bizmsg", "sequential sync send through Squid", None),
+    Row("shared_limits", "bizmsg-redis", "send_many_iter, campaign rate in Redis", None,
+        vs_client="bizmsg"),
+    Row("journal", "bizmsg-sqlite", "send_many_iter, SQLite journal", None, vs_client="bizmsg"),
+    Row("journal", "bizmsg-postgres", "send_many_iter, PostgreSQL journal", None,
+        vs_client="bizmsg"),
 )

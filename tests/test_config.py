@@ -606,10 +606,19 @@ def test_headers_that_change_the_exchange_cannot_be_set(name: str) -> None:
         client.with_options(headers={name: "x"})
 
 
-def test_the_direct_transport_forced_with_a_proxy_is_refused(
-    monkeypatch: pytest.MonkeyPatch
+def test_the_direct_transport_forced_with_a_proxy_uses_it_or_refuses_it(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
 ) -> None:
-    """Issue 17, item 8: ``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word."""
+    """Issue 17, item 8: ``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word.
+    The direct transport now speaks to an http:// proxy (the dead one here is what the call
+    meets); a SOCKS or https:// proxy, which only reqwest speaks, is refused."""
     monkeypatch.setenv("BIZMSG_TRANSPORT", "direct")
-    with pytest.raises(bizmsg.ConfigurationError, match="proxy"):
-        bizmsg.Client("t", base_url="https://api.example.com", proxy="http://127.0.0.1:3128")
+    dead_proxy = f"http://127.0.0.1:{free_port()}"
+    with sandbox.client(proxy=dead_proxy, max_retries=0) as client:
+        assert client._native.transport == "direct"
+        with pytest.raises(bizmsg.ConnectError, match="proxy"):
+            client.business_accounts.list()
+    assert sandbox.requests() == []
+    for proxy in ("socks5://127.0.0.1:1080", "https://127.0.0.1:3129"):
+        with pytest.raises(bizmsg.ConfigurationError, match="BIZMSG_TRANSPORT"):
+            bizmsg.Client("t", base_url="https://api.example.com", proxy=proxy)

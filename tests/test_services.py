@@ -292,12 +292,17 @@ def test_haproxy_forwards_and_closes_idle_connections(
 # -- Squid -----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("transport", ["direct", "proxied"])
 def test_squid_forwards_plain_http_and_tunnels_tls(
-        squid_server: SquidServer, nginx_server: NginxServer,
-        sandbox_process: SandboxProcess) -> None:
+        transport: str, squid_server: SquidServer, nginx_server: NginxServer,
+        sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct transport speaks to an http:// proxy itself (absolute-form requests, CONNECT
+    tunnels); BIZMSG_TRANSPORT=proxied makes reqwest do it: the proxy sees the same."""
+    if transport == "proxied":
+        monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
                        proxy=squid_server.proxy_url) as client:
-        assert client._native.transport == "proxied"
+        assert client._native.transport == transport
         sender = first_sender(client)
         assert client.messages.send(to="8613900000005", from_=sender, template=TEMPLATE).ok
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
@@ -317,6 +322,64 @@ def test_squid_forwards_plain_http_and_tunnels_tls(
                for line in log), log
     stats = sandbox_process.stop()
     assert stats is not None and stats["accepted"] == 2
+
+
+@pytest.mark.parametrize("transport", ["direct", "proxied"])
+def test_a_proxy_that_wants_credentials_gets_them_from_the_proxy_url(
+        transport: str, start_squid: Callable[..., SquidServer], nginx_server: NginxServer,
+        sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Squid with Basic authentication: with the user and password in the proxy URL both the
+    forwarded and the tunnelled send go through; without them, the tunnel is refused as a
+    configuration error (the direct transport; reqwest reports a connect failure) and a
+    forwarded request is answered 407 by the proxy: neither reached the service, and the
+    password is never shown."""
+    if transport == "proxied":
+        monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    squid = start_squid(credentials=("bizmsg", "pr0xy-s3cret"))
+    anonymous = squid.proxy_url.replace("bizmsg:pr0xy-s3cret@", "")
+    with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
+                       proxy=squid.proxy_url) as client:
+        sender = first_sender(client)
+        assert client.messages.send(to="8613900000011", from_=sender, template=TEMPLATE).ok
+        assert "pr0xy-s3cret" not in repr(client)
+    with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
+                       verify=str(nginx_server.ca_path), proxy=squid.proxy_url) as client:
+        assert client.messages.send(to="8613900000012", from_=sender, template=TEMPLATE).ok
+    with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url, max_retries=0,
+                       verify=str(nginx_server.ca_path), proxy=anonymous) as client:
+        with pytest.raises((bizmsg.ConfigurationError, bizmsg.ConnectError)) as refused:
+            client.messages.send(to="8613900000013", from_=sender, template=TEMPLATE)
+        if transport == "direct":
+            assert isinstance(refused.value, bizmsg.ConfigurationError)
+            assert "407" in str(refused.value) and "credentials" in str(refused.value)
+    with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
+                       proxy=anonymous, max_retries=0) as client:
+        with pytest.raises(bizmsg.APIError) as answered:
+            client.messages.send(to="8613900000014", from_=sender, template=TEMPLATE)
+        assert answered.value.status_code == 407
+    stats = sandbox_process.stop()
+    assert stats is not None and stats["accepted"] == 2
+
+
+def test_the_environments_proxy_is_used_and_no_proxy_is_honoured(
+        squid_server: SquidServer, nginx_server: NginxServer,
+        sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTPS_PROXY sends an https:// service's requests through a CONNECT tunnel, on the direct
+    transport; NO_PROXY naming the host takes them past the proxy."""
+    monkeypatch.setenv("HTTPS_PROXY", squid_server.proxy_url)
+    with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
+                       verify=str(nginx_server.ca_path)) as client:
+        assert client._native.transport == "direct"
+        sender = first_sender(client)
+        assert client.messages.send(to="8613900000021", from_=sender, template=TEMPLATE).ok
+    tunnels = lambda: [line for line in squid_server.access_log() if "CONNECT " in line]
+    assert eventually(lambda: len(tunnels()) == 1), squid_server.access_log()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
+                       verify=str(nginx_server.ca_path)) as client:
+        assert client.messages.send(to="8613900000022", from_=sender, template=TEMPLATE).ok
+    time.sleep(0.5)
+    assert len(tunnels()) == 1, squid_server.access_log()
 
 
 # -- Celery ----------------------------------------------------------------------------------

@@ -88,9 +88,12 @@ def test_a_killed_worker_is_resumed_by_another_process_from_the_postgres_journal
     cut = shards(every, 3)
     journal = postgres_server.url
     with Sandbox(seed_data=seed_data(), delay=0.005) as sandbox:
+        # The victim is held to 150 messages a second so that the kill lands mid-shard
+        # however fast the machine is (unpaced, a shard can finish before the poll sees it).
         workers = [children.start(f"worker{n}", spec(sandbox, journal=journal,
-                                                      campaign_id=campaign), shard,
-                                  cwd=tmp_path / f"host-a-{n}")
+                                                      campaign_id=campaign,
+                                                      **({"rate_limit": 150} if n == 0 else {})),
+                                  shard, cwd=tmp_path / f"host-a-{n}")
                    for n, shard in enumerate(cut)]
         victim_recipients = {row["to"] for row in cut[0]}
         wait_for(lambda: sum(1 for r in committed(sandbox)
@@ -285,7 +288,9 @@ def test_postgres_killed_mid_campaign_stops_it_gracefully_and_the_journal_stays_
     every = rows(SENDERS[0], 1500)
     journal = postgres_server.url
     with Sandbox(seed_data=seed_data(), delay=0.005) as sandbox:
-        run = children.start("run", spec(sandbox, journal=journal, campaign_id=campaign), every)
+        # Paced so that PostgreSQL dies mid-campaign however fast the machine is.
+        run = children.start("run", spec(sandbox, journal=journal, campaign_id=campaign,
+                                         rate_limit=300), every)
         wait_for(lambda: len(committed(sandbox)) >= 200, "200 messages sent")
         postgres_server.kill()
         record = run.result()

@@ -4,9 +4,11 @@
 //! Two transports, chosen when the client is made:
 //! - **direct** (`direct/`, the usual case): HTTP/1.1 spoken by bizmsg itself on connections it
 //!   opens and pools.
-//! - **proxied** (`proxied.rs`): when a proxy applies (`proxy=`, or the `HTTPS_PROXY`/
-//!   `HTTP_PROXY`/`ALL_PROXY` environment), requests go through reqwest, which implements
-//!   proxies (and may use HTTP/2).
+//!   Through an `http://` proxy too (`proxy=`, or `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` and
+//!   `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT` tunnel for
+//!   `https://` (`direct/proxy.rs`).
+//! - **proxied** (`proxied.rs`): reqwest, for what the direct transport does not speak: a
+//!   proxy reached over `https://` or SOCKS, and HTTP/2 (`BIZMSG_TRANSPORT=proxied`).
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
 //! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::config::{ClientConfig, Verify};
-use super::direct::DirectTransport;
+use super::direct::{proxy_for, DirectTransport, ProxyChoice};
 use super::proxied::ProxiedTransport;
 use super::request::Outgoing;
 use super::tls;
@@ -56,6 +58,8 @@ pub(crate) struct Transport {
     closed: AtomicBool,
 }
 
+// Direct unboxed: it is the usual case, made once per client and never moved after.
+#[allow(clippy::large_enum_variant)]
 enum Route {
     Direct(DirectTransport),
     // Boxed: a rustls configuration is large, and most clients are direct.
@@ -70,28 +74,34 @@ impl Transport {
             .unwrap_or(super::Timeout::DEFAULT_CONNECT);
         let https = base.scheme() == "https";
         let local_plain_http = !https && super::config::is_loopback(base);
-        let kind = match forced_kind()? {
-            Some(TransportKind::Direct) if config.proxy.is_some() => {
+        let forced = forced_kind()?;
+        let proxy = match forced {
+            // reqwest decides the proxy itself.
+            Some(TransportKind::Proxied) => ProxyChoice::Other,
+            _ => proxy_for(base, config.proxy.as_deref())?,
+        };
+        let via = match (forced, proxy) {
+            (Some(TransportKind::Proxied), _) | (None, ProxyChoice::Other) => None,
+            (Some(TransportKind::Direct), ProxyChoice::Other) => {
                 return Err(Error::Configuration(
-                    "BIZMSG_TRANSPORT=direct cannot go through proxy=: unset one of them"
+                    "BIZMSG_TRANSPORT=direct speaks to http:// proxies only; this one is \
+                     https:// or SOCKS: unset BIZMSG_TRANSPORT"
                         .to_owned(),
                 ))
             }
-            Some(kind) => kind,
-            None if config.proxy.is_some() => TransportKind::Proxied,
-            None if !local_plain_http && proxy_may_apply(https) => TransportKind::Proxied,
-            None => TransportKind::Direct,
+            (_, ProxyChoice::Http(via)) => Some(Some(via)),
+            (_, ProxyChoice::None) => Some(None),
         };
-        let route = match kind {
-            TransportKind::Direct => {
+        let route = match via {
+            Some(via) => {
                 let tls = if https {
                     Some(Arc::new(tls::config(&config.verify, tls::ALPN_HTTP1)?))
                 } else {
                     None
                 };
-                Route::Direct(DirectTransport::new(base, tls, connect_timeout)?)
+                Route::Direct(DirectTransport::new(base, tls, via, connect_timeout)?)
             }
-            TransportKind::Proxied => {
+            None => {
                 let tls = if https {
                     Some(tls::config(&config.verify, tls::ALPN_H2_HTTP1)?)
                 } else {
@@ -173,21 +183,4 @@ fn forced_kind() -> Result<Option<TransportKind>> {
             "BIZMSG_TRANSPORT={other:?}: use \"direct\" or \"proxied\""
         ))),
     }
-}
-
-/// Whether a proxy from the environment (or, on macOS and Windows, the system settings) may
-/// apply to the service. Conservative: any proxy variable that could apply selects the
-/// proxied transport, which then honours `NO_PROXY` exactly as reqwest does.
-fn proxy_may_apply(https: bool) -> bool {
-    if cfg!(any(target_os = "macos", target_os = "windows")) {
-        return true;
-    }
-    let names: &[&str] = if https {
-        &["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
-    } else {
-        &["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-    };
-    names
-        .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
 }

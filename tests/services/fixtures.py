@@ -19,6 +19,7 @@ installed skips the test with the way to install it, or fails it under
 | ``haproxy_server`` | HAProxy (keep-alive 500 ms) before ``sandbox_process`` |
 | ``start_haproxy`` | ``start_haproxy("127.0.0.1:PORT", tls=tls_files)``: before any upstream |
 | ``squid_server`` | Squid as a forward proxy (``proxy=squid_server.proxy_url``) |
+| ``start_squid`` | ``start_squid(credentials=("u", "p"), client_idle="1 second")``: more of them |
 | ``start_celery_worker`` | ``start_celery_worker("module", env={...})``: a prefork worker, |
 | | its broker and backend ``redis_server`` (or ``redis=``) |
 | ``hosts`` | two other hosts: network namespaces (``Hosts``), loopback ports relayed to them |
@@ -145,6 +146,19 @@ def squid_server() -> Iterator[SquidServer]:
         server = SquidServer()
     with server:
         yield server
+
+
+@pytest.fixture
+def start_squid() -> Iterator[Callable[..., SquidServer]]:
+    """``start_squid(credentials=("user", "password"), client_idle="1 second")``: more Squid
+    proxies, each stopped at teardown."""
+    with ExitStack() as stack:
+        def start(**options: Any) -> SquidServer:
+            with installed():
+                server = SquidServer(**options)
+            return stack.enter_context(server)
+
+        yield start
 
 
 @pytest.fixture

@@ -40,24 +40,53 @@ shutdown_lifetime 0 seconds
 {user}
 acl from_loopback src 127.0.0.0/8
 acl to_loopback dst 127.0.0.0/8
-http_access allow from_loopback to_loopback
+{idle}
+{auth}
+http_access allow from_loopback to_loopback {authenticated}
 http_access deny all
+"""
+
+_AUTH = """\
+auth_param basic program {helper} {dir}/passwd
+auth_param basic realm bizmsg-tests
+acl authenticated proxy_auth REQUIRED
 """
 
 
 class SquidServer:
-    """``proxy_url`` (``http://127.0.0.1:PORT``, for ``proxy=``), ``port``, ``dir``,
-    :meth:`access_log` (Squid's native log lines)."""
+    """``proxy_url`` (``http://127.0.0.1:PORT``, for ``proxy=``; with the user and password
+    when ``credentials`` are asked for), ``port``, ``dir``, :meth:`access_log` (Squid's native
+    log lines).
 
-    def __init__(self) -> None:
+    ``credentials=(user, password)``: Basic proxy authentication (Squid's ``basic_ncsa_auth``
+    over an htpasswd file, its hash made by ``openssl passwd -apr1``); without them a request
+    gets ``407``. ``client_idle``: how long Squid keeps an idle client connection
+    (``client_idle_pconn_timeout``, default 2 minutes), for the keep-alive race."""
+
+    def __init__(self, credentials: tuple[str, str] | None = None,
+                 client_idle: str | None = None) -> None:
         self.program = find_program("squid", package="squid")
         self.port = free_port()
         self.proxy_url = f"http://127.0.0.1:{self.port}"
         self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-squid-"))
         self._user = "proxy" if running_as_root() else None
+        auth = ""
+        if credentials is not None:
+            user, password = credentials
+            helper = Path(self.program).resolve().parent.parent / "lib" / "squid" / "basic_ncsa_auth"
+            if not helper.exists():
+                helper = Path("/usr/lib/squid/basic_ncsa_auth")
+            openssl = find_program("openssl", package="openssl")
+            hashed = subprocess.run([openssl, "passwd", "-apr1", password], capture_output=True,
+                                    text=True, check=True, timeout=10).stdout.strip()
+            (self.dir / "passwd").write_text(f"{user}:{hashed}\n")
+            auth = _AUTH.format(helper=helper, dir=self.dir)
+            self.proxy_url = f"http://{user}:{password}@127.0.0.1:{self.port}"
         (self.dir / "squid.conf").write_text(_CONF.format(
             port=self.port, dir=self.dir,
-            user=f"cache_effective_user {self._user}" if self._user else ""))
+            user=f"cache_effective_user {self._user}" if self._user else "",
+            idle=f"client_idle_pconn_timeout {client_idle}" if client_idle else "",
+            auth=auth, authenticated="authenticated" if credentials else ""))
         if self._user is not None:
             chown_to(self.dir, self._user)
         self.process: ServerProcess | None = None

@@ -32,6 +32,7 @@ pub(crate) fn encode_request(
     target: &str,
     headers: &[(HeaderName, HeaderValue)],
     host: &HeaderValue,
+    proxy_authorization: Option<&HeaderValue>,
     body_len: usize,
 ) {
     out.extend_from_slice(method.as_str().as_bytes());
@@ -49,6 +50,9 @@ pub(crate) fn encode_request(
         header_line(out, name.as_str(), value);
     }
     header_line(out, http::header::HOST.as_str(), host);
+    if let Some(credentials) = proxy_authorization {
+        header_line(out, http::header::PROXY_AUTHORIZATION.as_str(), credentials);
+    }
     // A GET or HEAD without a body says nothing; any other request states its length, even 0,
     // so the server never waits for a body that is not coming.
     if body_len > 0 || !(method == Method::GET || method == Method::HEAD) {
@@ -193,6 +197,19 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
             length = Some(value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             transfer_encoding = true;
+            // Codings are tokens: a value that is not visible ASCII cannot say how the body
+            // is framed (hyper then reads the body to the close, a framing the server did not
+            // mean; found by the differential fuzzing, `differential.rs`).
+            if !header
+                .value
+                .iter()
+                .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+            {
+                return Err(Malformed(format!(
+                    "the answer's Transfer-Encoding {:?} is not readable",
+                    String::from_utf8_lossy(header.value)
+                )));
+            }
             // Only the last coding decides whether the body is chunked.
             let value = String::from_utf8_lossy(header.value);
             chunked = value
@@ -318,7 +335,25 @@ impl Chunked {
             match self.state {
                 ChunkState::Size => match httparse::parse_chunk_size(input) {
                     Ok(httparse::Status::Complete((used, size))) => {
+                        // httparse lets a bare CR or LF pass inside an extension; hyper ends
+                        // the line only at CRLF and refuses either alone (found by the
+                        // differential fuzzing, `differential.rs`).
+                        let line = input.get(..used.saturating_sub(2)).unwrap_or_default();
+                        if !input.get(..used).is_some_and(|l| l.ends_with(b"\r\n"))
+                            || line.iter().any(|&b| b == b'\r' || b == b'\n')
+                        {
+                            return Err(Malformed(
+                                "a chunk-size line of the answer has a bare CR or LF".to_owned(),
+                            ));
+                        }
                         let digits = input.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+                        if digits == 0 {
+                            // httparse reads a line without digits (`;ext`) as size 0, the
+                            // body's end; hyper refuses it, and so does bizmsg.
+                            return Err(Malformed(
+                                "a chunk-size line of the answer has no size".to_owned(),
+                            ));
+                        }
                         // The line's own CRLF and size digits are its due; the rest is
                         // extension or padding.
                         self.extensions += used.saturating_sub(digits + 2) as u64;
@@ -394,6 +429,16 @@ impl Chunked {
                     }
                     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
                     match httparse::parse_headers(input, &mut fields) {
+                        Ok(httparse::Status::Complete((used, _)))
+                            if !input.get(..used).is_some_and(crlf_lines) =>
+                        {
+                            // httparse takes LF alone as a line's end; hyper reads trailers
+                            // line by line up to CRLF and refuses what that leaves (found by
+                            // the differential fuzzing, `differential.rs`).
+                            return Err(Malformed(
+                                "the answer's trailers have a bare CR or LF".to_owned(),
+                            ));
+                        }
                         Ok(httparse::Status::Complete((used, _))) if used <= MAX_TRAILERS => {
                             self.wire += used as u64;
                             input.advance(used);
@@ -424,6 +469,15 @@ impl Chunked {
             }
         }
     }
+}
+
+/// Whether every line of `bytes` ends with CRLF, and no CR or LF stands alone.
+fn crlf_lines(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().all(|(i, &b)| match b {
+        b'\r' => bytes.get(i + 1) == Some(&b'\n'),
+        b'\n' => i > 0 && bytes.get(i - 1) == Some(&b'\r'),
+        _ => true,
+    })
 }
 
 /// For the fuzzers (`wire::fuzz`): the head parser and the chunked decoder on any bytes. What
@@ -472,16 +526,24 @@ mod tests {
             (http::header::CONTENT_LENGTH, HeaderValue::from_static("99")),
         ];
         let mut out = Vec::new();
-        encode_request(&mut out, &Method::POST, "/v1/x?a=1", &headers, &host, 2);
+        encode_request(
+            &mut out,
+            &Method::POST,
+            "/v1/x?a=1",
+            &headers,
+            &host,
+            None,
+            2,
+        );
         assert_eq!(
             out,
             b"POST /v1/x?a=1 HTTP/1.1\r\naccept: */*\r\nhost: example.com\r\ncontent-length: 2\r\n\r\n"
         );
         out.clear();
-        encode_request(&mut out, &Method::GET, "/", &[], &host, 0);
+        encode_request(&mut out, &Method::GET, "/", &[], &host, None, 0);
         assert_eq!(out, b"GET / HTTP/1.1\r\nhost: example.com\r\n\r\n");
         out.clear();
-        encode_request(&mut out, &Method::DELETE, "/", &[], &host, 0);
+        encode_request(&mut out, &Method::DELETE, "/", &[], &host, None, 0);
         assert_eq!(
             out,
             b"DELETE / HTTP/1.1\r\nhost: example.com\r\ncontent-length: 0\r\n\r\n"
@@ -608,6 +670,8 @@ mod tests {
             // Issue 17, item 8: an HTTP/1.0 answer's Transfer-Encoding cannot be trusted.
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            // Found by the differential fuzzing: a coding that is not visible ASCII.
+            "HTTP/1.1 200\r\nTransfer-Encoding: chu\u{ff}ked, chunked\r\nContent-Length: 0\r\n\r\n",
         ] {
             assert!(head(bad).is_err(), "{bad:?} was accepted");
         }
@@ -659,6 +723,33 @@ mod tests {
         let (out, done, _) =
             decode_all(b"5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n", &[64], 7).unwrap_or_default();
         assert!(!done && out.len() > 7 && out.len() <= 10, "{out:?}");
+    }
+
+    /// Found by the differential fuzzing against hyper: a chunk-size line, and a trailer line,
+    /// ends only at CRLF; a bare LF or CR in it (inside an extension, after the size, in a
+    /// trailer) is refused, as hyper refuses it, never read as the line's end.
+    #[test]
+    fn a_chunk_size_line_with_a_bare_cr_or_lf_is_refused() {
+        for wire in [
+            &b"1;\name=\"quoted;value\"\r\n\0\r\n0\r\n\r\n"[..],
+            b"1;a\rb\r\nx\r\n0\r\n\r\n",
+            b"1\nx\r\n0\r\n\r\n",
+            b"1\r\nx\r\n0;e\n\r\n\r\n",
+            // The same in the trailers.
+            b"1\r\nx\r\n0\r\nX-Long: a\nX-Checksum: abc\r\n\r\n",
+            b"1\r\nx\r\n0\r\nX-Long: a\r\n\n",
+            b"1\r\nx\r\n0\r\n\n",
+            // A line without its size is not the last chunk.
+            b"1\r\nx\r\n;n\r\n\r\n",
+            b"1\r\nx\r\n\r\n\r\n",
+        ] {
+            let refused = decode_all(wire, &[wire.len()], u64::MAX);
+            assert!(
+                refused.is_err(),
+                "{:?}: {refused:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
     }
 
     /// Issue 17, item 5: extensions and padding of chunk-size lines are capped per body, the

@@ -26,6 +26,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::codec::{self, Chunked, Framing, Malformed};
+use super::proxy::{self, ViaProxy};
 use crate::client::body::Abandoned;
 use crate::client::request::Outgoing;
 use crate::client::transport::{Oversized, Reply};
@@ -95,18 +96,30 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// How to reach the service directly: its address, and TLS for `https://`.
+/// How to reach the service: its address, TLS for `https://`, and the HTTP proxy in between
+/// if there is one (`proxy.rs`).
 pub(crate) struct Connector {
     host: String,
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
+    via: Option<ViaProxy>,
     connect_timeout: Duration,
+}
+
+/// What every request on these connections carries besides its own lines: `Host`, and for a
+/// proxy in forward mode (an `http://` service), the absolute form and `Proxy-Authorization`.
+pub(crate) struct RequestHead {
+    pub(crate) host: HeaderValue,
+    /// `http://host:port`, put before the path: the request line a forward proxy expects.
+    pub(crate) absolute: Option<String>,
+    pub(crate) proxy_authorization: Option<HeaderValue>,
 }
 
 impl Connector {
     pub(crate) fn new(
         url: &reqwest::Url,
         tls: Option<Arc<rustls::ClientConfig>>,
+        via: Option<ViaProxy>,
         connect_timeout: Duration,
     ) -> Result<Self> {
         let host = url
@@ -133,34 +146,50 @@ impl Connector {
             host,
             port,
             tls,
+            via,
             connect_timeout,
         })
     }
 
     /// A new connection, ready for its first request. Every failure here happened before any
-    /// request byte was written: it is a [`Error::Connect`].
+    /// request byte was written: it is a [`Error::Connect`] (or, for a proxy that wants
+    /// credentials, a [`Error::Configuration`]).
     pub(crate) async fn connect(&self) -> Result<Conn> {
         match tokio::time::timeout(self.connect_timeout, self.establish()).await {
             Ok(connected) => connected,
             Err(_) => Err(Error::Connect(format!(
-                "no connection to {}:{} within {:.3}s",
+                "no connection to {}:{}{} within {:.3}s",
                 self.host,
                 self.port,
+                self.via.as_ref().map_or_else(String::new, |via| format!(
+                    " through the proxy {}:{}",
+                    via.host, via.port
+                )),
                 self.connect_timeout.as_secs_f64()
             ))),
         }
     }
 
     async fn establish(&self) -> Result<Conn> {
-        let failed = |what: &str, e: &dyn std::fmt::Display| {
-            Error::Connect(format!("{what} {}:{}: {e}", self.host, self.port))
+        let (host, port, whom) = match &self.via {
+            Some(via) => (via.host.as_str(), via.port, "the proxy "),
+            None => (self.host.as_str(), self.port, ""),
         };
-        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Connect(format!("{what} {whom}{host}:{port}: {e}"))
+        };
+        let mut tcp = TcpStream::connect((host, port))
             .await
             .map_err(|e| failed("cannot connect to", &e))?;
         // Requests and answers are small: Nagle would only delay them.
         tcp.set_nodelay(true)
             .map_err(|e| failed("cannot configure the connection to", &e))?;
+        if let (Some(via), Some(_)) = (&self.via, &self.tls) {
+            proxy::tunnel(&mut tcp, via, &self.host, self.port).await?;
+        }
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Connect(format!("{what} {}:{}: {e}", self.host, self.port))
+        };
         let stream = match &self.tls {
             None => Stream::Plain(tcp),
             Some((connector, name)) => Stream::Tls(Box::new(
@@ -266,7 +295,7 @@ impl Conn {
     pub(crate) async fn exchange(
         &mut self,
         request: Outgoing,
-        host: &HeaderValue,
+        head: &RequestHead,
         limit: u64,
     ) -> std::result::Result<(Reply, bool), Failed> {
         let broken = |error: String| Failed {
@@ -279,12 +308,21 @@ impl Conn {
         let Ok(data) = request.body.claim() else {
             return Err(broken(Abandoned.to_string()));
         };
+        let absolute;
+        let target = match &head.absolute {
+            Some(origin) => {
+                absolute = format!("{origin}{}", request.target());
+                absolute.as_str()
+            }
+            None => request.target(),
+        };
         codec::encode_request(
             &mut self.output,
             &method,
-            request.target(),
+            target,
             &request.headers,
-            host,
+            &head.host,
+            head.proxy_authorization.as_ref(),
             data.len(),
         );
         self.output.extend_from_slice(data);

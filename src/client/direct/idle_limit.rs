@@ -3,15 +3,21 @@
 //! The keep-alive race: a request written on a pooled connection just as the server closes it
 //! for being idle is lost, and the send's outcome is unknown (the server may, for all the
 //! client can tell, have read it). A server that says its limit (`Keep-Alive: timeout=`) is
-//! believed; most do not (nginx, HAProxy, load balancers), so the pool watches: a connection
-//! found closed after `x` of idleness proves the server's limit is at most `x`; one reused
-//! after `y` with an answer proves it is more than `y`. From the first close on, the pool stops
-//! reusing connections idle for more than three quarters of the shortest close it saw, well
-//! before the server acts.
+//! believed; most do not (nginx, HAProxy, Squid, load balancers), so the pool watches: a
+//! connection found closed after `x` of idleness (at checkout, or when a request written on it
+//! got no answer) proves the server may close connections idle that long. From the first such
+//! close on, the pool stops reusing connections idle for more than three quarters of the
+//! shortest it saw, well before the server acts.
 //!
-//! A close that contradicts a longer idleness the server allowed (a restart, a connection cap)
-//! says nothing about the idle limit, and is not learned from: otherwise one restart would stop
-//! the pool reusing anything.
+//! What it cannot tell apart: a close for another reason (a restart, a connection cap) after
+//! a long idleness also lowers the limit, and only connections idle that long are affected
+//! (they are replaced by new ones, a handshake each); a busy client, whose connections are
+//! idle for milliseconds, does not learn from them (`SHORTEST_LIMIT`). The limit is not
+//! raised again: a server's idle limit does not change while it runs, and a limit learned too
+//! low costs handshakes, where one too high costs unknown outcomes. (The rule "ignore a close
+//! after less idleness than one the server allowed" was tried and fails with Squid, which
+//! checks its idle timeouts once a second: it allows up to a second more than its limit, then
+//! closes anything past it at its next tick.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,15 +31,12 @@ pub(super) struct IdleLimit {
     /// The shortest idleness (ms) after which a connection was found closed by the server;
     /// `u64::MAX` while none was.
     closed_after: AtomicU64,
-    /// The longest idleness (ms) after which a reused connection got its answer.
-    reused_after: AtomicU64,
 }
 
 impl Default for IdleLimit {
     fn default() -> Self {
         IdleLimit {
             closed_after: AtomicU64::new(u64::MAX),
-            reused_after: AtomicU64::new(0),
         }
     }
 }
@@ -52,7 +55,7 @@ impl IdleLimit {
     /// without an answer to the request written on it).
     pub(super) fn closed(&self, idle: Duration) {
         let idle = millis(idle);
-        if idle < millis(SHORTEST_LIMIT) || idle <= self.reused_after.load(Ordering::Relaxed) {
+        if idle < millis(SHORTEST_LIMIT) {
             return;
         }
         let before = self.closed_after.fetch_min(idle, Ordering::Relaxed);
@@ -64,11 +67,6 @@ impl IdleLimit {
                 idle.saturating_mul(3) / 4
             );
         }
-    }
-
-    /// A connection idle for `idle` was reused and answered.
-    pub(super) fn reused(&self, idle: Duration) {
-        self.reused_after.fetch_max(millis(idle), Ordering::Relaxed);
     }
 }
 
@@ -86,7 +84,6 @@ mod tests {
     fn the_first_close_sets_the_limit_and_shorter_ones_lower_it() {
         let limit = IdleLimit::default();
         assert_eq!(limit.learned(), None);
-        limit.reused(MS(300));
         limit.closed(MS(1_020));
         assert_eq!(limit.learned(), Some(MS(765)));
         limit.closed(MS(1_400));
@@ -96,16 +93,9 @@ mod tests {
     }
 
     #[test]
-    fn a_close_the_server_contradicted_or_a_busy_reuse_is_not_learned() {
+    fn a_busy_connection_closed_teaches_nothing() {
         let limit = IdleLimit::default();
-        limit.reused(MS(900));
-        // A restart closing connections after 200 ms, while 900 ms was allowed: no limit.
-        limit.closed(MS(200));
-        limit.closed(MS(900));
-        assert_eq!(limit.learned(), None);
         limit.closed(MS(20));
         assert_eq!(limit.learned(), None);
-        limit.closed(MS(1_000));
-        assert_eq!(limit.learned(), Some(MS(750)));
     }
 }

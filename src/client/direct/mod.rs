@@ -5,12 +5,17 @@
 //!
 //! - `codec.rs`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
 //! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
-//! - `pool.rs`: the idle connections and which one a request takes.
+//! - `pool.rs`: the idle connections and which one a request takes;
+//! - `idle_limit.rs`: what the pool learns of how long the server keeps a connection idle;
+//! - `proxy.rs`: an HTTP proxy in between (forward requests, `CONNECT` tunnels).
 
 mod codec;
 mod connection;
+#[cfg(test)]
+mod differential;
 mod idle_limit;
 mod pool;
+mod proxy;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,16 +26,17 @@ use super::per_runtime::PerRuntime;
 use super::request::Outgoing;
 use super::transport::Reply;
 use crate::error::{Error, Result};
-use connection::{Conn, Connector};
+use connection::{Conn, Connector, RequestHead};
 use idle_limit::IdleLimit;
 
 pub(crate) use codec::check_any_answer;
 pub(crate) use pool::IDLE_TIMEOUT;
+pub(crate) use proxy::{proxy_for, ProxyChoice, ViaProxy};
 
 pub(crate) struct DirectTransport {
     connector: Connector,
-    /// `host[:port]`, as HTTP/1.1 requires in every request.
-    host: HeaderValue,
+    /// `Host` (`host[:port]`, as HTTP/1.1 requires in every request), and what a proxy needs.
+    head: RequestHead,
     idle: PerRuntime<Conn>,
     /// What the pool learned of the server's idle limit (`idle_limit.rs`).
     learning: IdleLimit,
@@ -40,11 +46,21 @@ impl DirectTransport {
     pub(crate) fn new(
         base: &reqwest::Url,
         tls: Option<Arc<rustls::ClientConfig>>,
+        via: Option<ViaProxy>,
         connect_timeout: Duration,
     ) -> Result<Self> {
+        let host = host_header(base)?;
+        // An `http://` service through a proxy: requests in absolute form, with credentials.
+        // (Through a tunnel, for `https://`, the service sees requests as if direct.)
+        let forward = via.as_ref().filter(|_| tls.is_none());
+        let head = RequestHead {
+            absolute: forward.and_then(|_| host.to_str().ok().map(|host| format!("http://{host}"))),
+            proxy_authorization: forward.and_then(|via| via.authorization.clone()),
+            host,
+        };
         Ok(DirectTransport {
-            connector: Connector::new(base, tls, connect_timeout)?,
-            host: host_header(base)?,
+            connector: Connector::new(base, tls, via, connect_timeout)?,
+            head,
             idle: PerRuntime::new(),
             learning: IdleLimit::default(),
         })
@@ -70,11 +86,8 @@ impl DirectTransport {
                     (connecting.await?, None)
                 }
             };
-            match conn.exchange(request, &self.host, limit).await {
+            match conn.exchange(request, &self.head, limit).await {
                 Ok((reply, reusable)) => {
-                    if let Some(idle) = reused {
-                        self.learning.reused(idle);
-                    }
                     if reusable {
                         pool::check_in(&self.idle, conn);
                     }
