@@ -331,8 +331,9 @@ def test_a_proxy_that_wants_credentials_gets_them_from_the_proxy_url(
     """Squid with Basic authentication: with the user and password in the proxy URL both the
     forwarded and the tunnelled send go through; without them, the tunnel is refused as a
     configuration error (the direct transport; reqwest reports a connect failure) and a
-    forwarded request is answered 407 by the proxy: neither reached the service, and the
-    password is never shown."""
+    forwarded request is answered 407 by the proxy, a configuration error too on the direct
+    transport (an APIError through reqwest): neither reached the service, and the password is
+    never shown."""
     if transport == "proxied":
         monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
     squid = start_squid(credentials=("bizmsg", "pr0xy-s3cret"))
@@ -354,9 +355,14 @@ def test_a_proxy_that_wants_credentials_gets_them_from_the_proxy_url(
             assert "407" in str(refused.value) and "credentials" in str(refused.value)
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
                        proxy=anonymous, max_retries=0) as client:
-        with pytest.raises(bizmsg.APIError) as answered:
+        with pytest.raises((bizmsg.ConfigurationError, bizmsg.APIError)) as answered:
             client.messages.send(to="8613900000014", from_=sender, template=TEMPLATE)
-        assert answered.value.status_code == 407
+        if transport == "direct":
+            assert isinstance(answered.value, bizmsg.ConfigurationError)
+            assert "407" in str(answered.value)
+        else:
+            assert isinstance(answered.value, bizmsg.APIError)
+            assert answered.value.status_code == 407
     stats = sandbox_process.stop()
     assert stats is not None and stats["accepted"] == 2
 
@@ -366,6 +372,9 @@ def test_the_environments_proxy_is_used_and_no_proxy_is_honoured(
         sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
     """HTTPS_PROXY sends an https:// service's requests through a CONNECT tunnel, on the direct
     transport; NO_PROXY naming the host takes them past the proxy."""
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
+                 "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", squid_server.proxy_url)
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
                        verify=str(nginx_server.ca_path)) as client:
@@ -442,3 +451,30 @@ def test_ctrl_c_of_pytest_stops_the_servers_it_started(tmp_path: Path) -> None:
             child.wait()
     assert "KeyboardInterrupt" in output, output
     assert all(gone(pid) for pid in started), output
+
+
+def test_an_explicit_proxy_is_never_gone_around_and_socks_is_refused(
+        squid_server: SquidServer, sandbox_process: SandboxProcess) -> None:
+    """A proxy URL whose credentials hold characters a URI refuses as they are (``^``, a space,
+    non-ASCII) still sends every request through the proxy (it was once dropped, and the service
+    reached directly); a SOCKS proxy, which no transport speaks, is a ConfigurationError that
+    does not show its password, never taken for an HTTP proxy."""
+    odd = squid_server.proxy_url.replace("http://", "http://user:p^ss w%C3%B6rd@")
+    before = len(squid_server.access_log())
+    with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
+                       proxy=odd) as client:
+        assert client._native.transport == "direct"
+        sender = first_sender(client)
+        assert client.messages.send(to="8613900000031", from_=sender, template=TEMPLATE).ok
+    # Squid writes its log as transactions end, a moment after the answer.
+    deadline = time.monotonic() + 10
+    while len(squid_server.access_log()) < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(squid_server.access_log()) >= before + 2, squid_server.access_log()[before:]
+    for transport in ("direct", "proxied"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("BIZMSG_TRANSPORT", transport)
+            with pytest.raises(bizmsg.ConfigurationError) as refused:
+                bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
+                              proxy="socks5://user:s3cret@127.0.0.1:1080")
+            assert "SOCKS" in str(refused.value) and "s3cret" not in str(refused.value)

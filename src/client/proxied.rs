@@ -195,7 +195,11 @@ impl ProxiedSettings {
         }
         if let Some(proxy) = &self.proxy {
             let proxy = reqwest::Proxy::all(proxy.as_str())
-                .map_err(|e| Error::Configuration(format!("proxy {proxy:?} is not usable: {e}")))?
+                .map_err(|e| {
+                    // Never with its password.
+                    let shown = crate::limits::redact_url(proxy);
+                    Error::Configuration(format!("proxy {shown:?} is not usable: {e}"))
+                })?
                 .no_proxy(reqwest::NoProxy::from_env());
             builder = builder.proxy(proxy);
         } else if self.local_plain_http {

@@ -8,7 +8,8 @@
 //!   `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT` tunnel for
 //!   `https://` (`direct/proxy.rs`).
 //! - **proxied** (`proxied.rs`): reqwest, for what the direct transport does not speak: a
-//!   proxy reached over `https://` or SOCKS, and HTTP/2 (`BIZMSG_TRANSPORT=proxied`).
+//!   proxy reached over `https://`, and HTTP/2 (`BIZMSG_TRANSPORT=proxied`). SOCKS is refused
+//!   (`direct/proxy.rs`): reqwest is built without it.
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
 //! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
@@ -75,17 +76,18 @@ impl Transport {
         let https = base.scheme() == "https";
         let local_plain_http = !https && super::config::is_loopback(base);
         let forced = forced_kind()?;
-        let proxy = match forced {
-            // reqwest decides the proxy itself.
-            Some(TransportKind::Proxied) => ProxyChoice::Other,
-            _ => proxy_for(base, config.proxy.as_deref())?,
+        // Checked whatever the transport (a proxy no transport speaks is refused), though
+        // reqwest, when forced, decides the proxy again itself.
+        let proxy = match (forced, proxy_for(base, config.proxy.as_deref())?) {
+            (Some(TransportKind::Proxied), _) => ProxyChoice::Other,
+            (_, proxy) => proxy,
         };
         let via = match (forced, proxy) {
             (Some(TransportKind::Proxied), _) | (None, ProxyChoice::Other) => None,
             (Some(TransportKind::Direct), ProxyChoice::Other) => {
                 return Err(Error::Configuration(
                     "BIZMSG_TRANSPORT=direct speaks to http:// proxies only; this one is \
-                     https:// or SOCKS: unset BIZMSG_TRANSPORT"
+                     https://: unset BIZMSG_TRANSPORT"
                         .to_owned(),
                 ))
             }

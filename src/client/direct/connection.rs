@@ -233,11 +233,15 @@ pub(crate) struct Failed {
     /// request can go on another connection.
     pub(crate) returned: Option<Outgoing>,
     /// The request was written and the connection ended (closed or reset) before one byte of
-    /// an answer: on a reused connection, the keep-alive race (the server closed it as the
-    /// request went out, most likely without reading it).
+    /// an answer, within `SILENT_WITHIN`: on a reused connection, the keep-alive race (the
+    /// server closed it as the request went out, most likely without reading it).
     pub(crate) silent: bool,
 }
 
+/// How soon after its request was written a connection must end, without a byte of answer,
+/// to count as closed by the server as the request went out (the keep-alive race): the
+/// server's close is already on its way then, and arrives within a round trip.
+const SILENT_WITHIN: Duration = Duration::from_secs(1);
 /// Interim (1xx) answers accepted before the real one; a server that sends more is broken.
 const MAX_INTERIM: usize = 16;
 /// Room asked of the allocator for each read: an answer's head and a small body in one read.
@@ -339,10 +343,13 @@ impl Conn {
         }
         drop(request);
         let before = self.received;
+        let written = Instant::now();
         self.read_answer(&method, limit)
             .await
             .map_err(|error| Failed {
-                silent: self.received == before,
+                // Ended soon after the request went out: a server that read it and worked on
+                // it before dying (a worker killed after 30 s) is not the keep-alive race.
+                silent: self.received == before && written.elapsed() < SILENT_WITHIN,
                 ..broken(error)
             })
     }

@@ -12,61 +12,97 @@
 //! What it cannot tell apart: a close for another reason (a restart, a connection cap) after
 //! a long idleness also lowers the limit, and only connections idle that long are affected
 //! (they are replaced by new ones, a handshake each); a busy client, whose connections are
-//! idle for milliseconds, does not learn from them (`SHORTEST_LIMIT`). The limit is not
-//! raised again: a server's idle limit does not change while it runs, and a limit learned too
-//! low costs handshakes, where one too high costs unknown outcomes. (The rule "ignore a close
+//! idle for milliseconds, does not learn from them (`SHORTEST_LIMIT`). So what was learned is
+//! forgotten `FORGET_AFTER` the last time it was lowered, and learned again from the next
+//! close: a close for another reason (a reload of nginx drops every idle connection at once)
+//! costs handshakes for minutes, not for the life of the client. (The rule "ignore a close
 //! after less idleness than one the server allowed" was tried and fails with Squid, which
 //! checks its idle timeouts once a second: it allows up to a second more than its limit, then
 //! closes anything past it at its next tick.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Closes after less idleness than this are not taken for the server's idle limit: reusing a
 /// connection after a few milliseconds is what a busy client does, and always worth it.
 const SHORTEST_LIMIT: Duration = Duration::from_millis(50);
+/// How long a learned limit holds after it was last lowered.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
 
 #[derive(Debug)]
 pub(super) struct IdleLimit {
     /// The shortest idleness (ms) after which a connection was found closed by the server;
     /// `u64::MAX` while none was.
     closed_after: AtomicU64,
+    /// When (ms after `since`) `closed_after` was last lowered.
+    lowered_at: AtomicU64,
+    since: Instant,
 }
 
 impl Default for IdleLimit {
     fn default() -> Self {
         IdleLimit {
             closed_after: AtomicU64::new(u64::MAX),
+            lowered_at: AtomicU64::new(0),
+            since: Instant::now(),
         }
     }
 }
 
 impl IdleLimit {
     /// How long a connection may stay idle and still be reused, as far as the pool learned:
-    /// `None` until the server closed one.
+    /// `None` until the server closed one (or since it was forgotten).
     pub(super) fn learned(&self) -> Option<Duration> {
-        match self.closed_after.load(Ordering::Relaxed) {
-            u64::MAX => None,
-            closed => Some(Duration::from_millis(closed.saturating_mul(3) / 4)),
+        let closed = self.closed_after.load(Ordering::Acquire);
+        if closed == u64::MAX {
+            return None;
         }
+        let age = self
+            .now()
+            .saturating_sub(self.lowered_at.load(Ordering::Acquire));
+        if age > millis(FORGET_AFTER) {
+            // Only if no close lowered it meanwhile.
+            let _ = self.closed_after.compare_exchange(
+                closed,
+                u64::MAX,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            return None;
+        }
+        Some(Duration::from_millis(closed.saturating_mul(3) / 4))
+    }
+
+    /// The limit a close after `idle` would teach (see [`IdleLimit::closed`]), without
+    /// teaching it: for the connections still to be judged in the same checkout.
+    pub(super) fn after_close(idle: Duration) -> Option<Duration> {
+        let idle = millis(idle);
+        (idle >= millis(SHORTEST_LIMIT)).then(|| Duration::from_millis(idle.saturating_mul(3) / 4))
     }
 
     /// A connection idle for `idle` was found closed by the server (at checkout, or ended
-    /// without an answer to the request written on it).
+    /// without an answer to the request written on it). Not called under the pool's lock: it
+    /// may log, and a log record may wait for Python's GIL.
     pub(super) fn closed(&self, idle: Duration) {
         let idle = millis(idle);
         if idle < millis(SHORTEST_LIMIT) {
             return;
         }
-        let before = self.closed_after.fetch_min(idle, Ordering::Relaxed);
+        let before = self.closed_after.fetch_min(idle, Ordering::AcqRel);
         if idle < before {
+            self.lowered_at.store(self.now(), Ordering::Release);
             log::debug!(
                 target: "bizmsg",
                 "the server closed a connection idle for {idle} ms: connections idle longer \
-                 than {} ms are no longer reused",
-                idle.saturating_mul(3) / 4
+                 than {} ms are not reused for the next {} s",
+                idle.saturating_mul(3) / 4,
+                FORGET_AFTER.as_secs()
             );
         }
+    }
+
+    fn now(&self) -> u64 {
+        millis(self.since.elapsed())
     }
 }
 
@@ -90,6 +126,24 @@ mod tests {
         assert_eq!(limit.learned(), Some(MS(765)));
         limit.closed(MS(1_004));
         assert_eq!(limit.learned(), Some(MS(753)));
+    }
+
+    #[test]
+    fn what_was_learned_is_forgotten_after_a_while() {
+        let limit = IdleLimit::default();
+        limit.closed(MS(60));
+        assert_eq!(limit.learned(), Some(MS(45)));
+        // As if lowered longer ago than FORGET_AFTER.
+        limit.lowered_at.store(0, Ordering::Release);
+        let limit = IdleLimit {
+            since: Instant::now()
+                .checked_sub(FORGET_AFTER + MS(1_000))
+                .unwrap_or_else(Instant::now),
+            ..limit
+        };
+        assert_eq!(limit.learned(), None);
+        limit.closed(MS(1_000));
+        assert_eq!(limit.learned(), Some(MS(750)));
     }
 
     #[test]

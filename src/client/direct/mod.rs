@@ -87,6 +87,16 @@ impl DirectTransport {
                 }
             };
             match conn.exchange(request, &self.head, limit).await {
+                // A forward proxy that wants credentials answers for the service, which never
+                // saw the request: a configuration to fix, as for a tunnel (`proxy.rs`).
+                Ok((reply, _)) if reply.status == 407 && self.head.absolute.is_some() => {
+                    return Err(Error::Configuration(
+                        "the proxy asks for credentials (407 Proxy Authentication Required): \
+                         put them in the proxy URL, http://user:password@host:port, or check \
+                         them"
+                            .to_owned(),
+                    ));
+                }
                 Ok((reply, reusable)) => {
                     if reusable {
                         pool::check_in(&self.idle, conn);

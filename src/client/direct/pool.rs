@@ -23,8 +23,12 @@ const MAX_IDLE: usize = 512;
 /// Connections idle past the limit (ours, the server's `Keep-Alive: timeout=` less a margin,
 /// or what the pool learned of the server) are closed; one found closed teaches `learning`.
 pub(super) fn checkout(idle: &PerRuntime<Conn>, learning: &IdleLimit) -> Option<(Conn, Duration)> {
-    let learned = learning.learned();
-    idle.with(|list| {
+    let mut learned = learning.learned();
+    // The shortest idleness of a connection found closed here: taught after the lock is
+    // released (teaching may log, and logging may wait for the GIL, which a thread closing
+    // the client holds while it waits for this lock).
+    let mut closed_after: Option<Duration> = None;
+    let found = idle.with(|list| {
         while let Some(mut conn) = list.pop() {
             let mut limit = conn.keep_alive.map_or(IDLE_TIMEOUT, |server| {
                 IDLE_TIMEOUT.min(server.saturating_sub(KEEP_ALIVE_MARGIN))
@@ -39,10 +43,18 @@ pub(super) fn checkout(idle: &PerRuntime<Conn>, learning: &IdleLimit) -> Option<
             if conn.is_open() {
                 return Some((conn, idle_for));
             }
-            learning.closed(idle_for);
+            closed_after = Some(closed_after.map_or(idle_for, |shortest| shortest.min(idle_for)));
+            // The connections after it in this checkout are judged by what it teaches.
+            if let Some(taught) = IdleLimit::after_close(idle_for) {
+                learned = Some(learned.map_or(taught, |known| known.min(taught)));
+            }
         }
         None
-    })
+    });
+    if let Some(idle_for) = closed_after {
+        learning.closed(idle_for);
+    }
+    found
 }
 
 /// Puts a connection that finished its exchange cleanly back, to be reused.

@@ -11,8 +11,8 @@
 //!
 //! Which proxy applies is decided as curl and reqwest decide it (hyper-util's matcher:
 //! `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, the system's settings on macOS and
-//! Windows), or by `proxy=`. A proxy this transport does not speak (`https://` to the proxy,
-//! SOCKS) is left to the proxied transport (reqwest).
+//! Windows), or by `proxy=`. An `https://` proxy is left to the proxied transport (reqwest);
+//! SOCKS is refused (reqwest is built without it).
 
 use http::HeaderValue;
 use hyper_util::client::proxy::matcher::{Intercept, Matcher};
@@ -47,7 +47,7 @@ pub(crate) enum ProxyChoice {
     None,
     /// An `http://` proxy, which the direct transport speaks.
     Http(ViaProxy),
-    /// A proxy only the proxied transport speaks (`https://` to the proxy, SOCKS).
+    /// A proxy only the proxied transport speaks (`https://` to the proxy).
     Other,
 }
 
@@ -61,44 +61,84 @@ pub(crate) fn proxy_for(base: &reqwest::Url, explicit: Option<&str>) -> Result<P
         .map_err(|e| Error::Configuration(format!("base_url {base} is not a URI: {e}")))?;
     let matcher = match explicit {
         Some(proxy) => {
-            check_explicit(proxy)?;
+            // The URL as `url` normalised it (credentials percent-encoded): the matcher parses
+            // it again as an `http::Uri`, which refuses what `url` encodes, and would then
+            // quietly apply no proxy at all.
+            let proxy = check_explicit(proxy)?;
             let no_proxy = ["NO_PROXY", "no_proxy"]
                 .iter()
                 .find_map(|name| std::env::var(name).ok())
                 .unwrap_or_default();
-            Matcher::builder().all(proxy.trim()).no(no_proxy).build()
+            let matcher = Matcher::builder()
+                .all(proxy.as_str().to_owned())
+                .no(no_proxy)
+                .build();
+            if matcher.intercept(&target).is_none()
+                && Matcher::builder()
+                    .all(proxy.as_str().to_owned())
+                    .build()
+                    .intercept(&target)
+                    .is_none()
+            {
+                // Not NO_PROXY's doing: the proxy could not be read. Never go around it.
+                return Err(Error::Configuration(format!(
+                    "proxy {:?} cannot be used: expected http://[user:password@]host:port",
+                    shown_proxy(&proxy)
+                )));
+            }
+            matcher
         }
         None if base.scheme() == "http" && crate::client::config::is_loopback(base) => {
             return Ok(ProxyChoice::None)
         }
         None => Matcher::from_system(),
     };
-    Ok(match matcher.intercept(&target) {
-        None => ProxyChoice::None,
+    match matcher.intercept(&target) {
+        None => Ok(ProxyChoice::None),
         Some(intercept) => choice_of(&intercept),
-    })
+    }
 }
 
-fn choice_of(intercept: &Intercept) -> ProxyChoice {
+fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
     let uri = intercept.uri();
-    if uri.scheme_str() != Some("http") || intercept.raw_auth().is_some() {
-        return ProxyChoice::Other;
+    match uri.scheme_str() {
+        Some("http") if intercept.raw_auth().is_none() => {}
+        Some("https") => return Ok(ProxyChoice::Other),
+        _ => {
+            // reqwest is built without SOCKS: it would take a SOCKS proxy for an HTTP one and
+            // write the request, token included, to it in clear. (Only the scheme, host and
+            // port are shown: never credentials.)
+            return Err(Error::Configuration(format!(
+                "the proxy {}://{}{} is not supported: use an http:// or https:// proxy",
+                uri.scheme_str().unwrap_or("?"),
+                uri.host().unwrap_or("?"),
+                uri.port_u16().map_or_else(String::new, |p| format!(":{p}"))
+            )));
+        }
     }
     let Some(host) = uri.host() else {
-        return ProxyChoice::Other;
+        return Ok(ProxyChoice::Other);
     };
-    ProxyChoice::Http(ViaProxy {
+    Ok(ProxyChoice::Http(ViaProxy {
         host: host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned(),
         port: uri.port_u16().unwrap_or(80),
         authorization: intercept.basic_auth().cloned(),
-    })
+    }))
 }
 
-/// `proxy=` must be a URL the client can use; never shown with its password.
-fn check_explicit(proxy: &str) -> Result<()> {
+/// The proxy URL as errors show it: without its user or password.
+fn shown_proxy(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.to_string()
+}
+
+/// `proxy=` must be a URL the client can use; never shown with its user or password.
+fn check_explicit(proxy: &str) -> Result<url::Url> {
     let shown = crate::limits::redact_url(proxy);
     let url = url::Url::parse(proxy.trim())
         .ok()
@@ -109,10 +149,11 @@ fn check_explicit(proxy: &str) -> Result<()> {
             ))
         })?;
     match url.scheme() {
-        "http" | "https" | "socks5" | "socks5h" => Ok(()),
+        "http" | "https" => Ok(url),
         other => Err(Error::Configuration(format!(
-            "proxy {shown:?} has scheme {other:?}: use http://, https://, socks5:// or \
-             socks5h://"
+            "proxy {:?} has scheme {other:?}: use an http:// or https:// proxy (SOCKS is not \
+             supported)",
+            shown_proxy(&url)
         ))),
     }
 }
@@ -148,8 +189,35 @@ pub(super) async fn tunnel(
         .map_err(|e| failed(format!("could not be written to: {e}")))?;
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
-    // Read a byte run at a time, never past the head: what follows is the service's TLS.
+    // Read a byte run at a time, never past the head (what follows is the service's TLS), and
+    // parsed once its blank line is there (a proxy dripping its head costs no re-parsing).
+    let mut ended = false;
     loop {
+        if !ended {
+            if head.len() >= MAX_CONNECT_HEAD {
+                return Err(failed(format!(
+                    "answered CONNECT with a head larger than {MAX_CONNECT_HEAD} bytes"
+                )));
+            }
+            // Peeked first, so that not one byte past the head is consumed.
+            let seen = tcp
+                .peek(&mut chunk)
+                .await
+                .map_err(|e| failed(format!("could not be read from: {e}")))?;
+            if seen == 0 {
+                return Err(failed(
+                    "closed the connection before answering CONNECT".to_owned(),
+                ));
+            }
+            let (take, end) = head_end(&head, chunk.get(..seen).unwrap_or_default());
+            let mut taken = vec![0u8; take];
+            tcp.read_exact(&mut taken)
+                .await
+                .map_err(|e| failed(format!("could not be read from: {e}")))?;
+            head.extend_from_slice(&taken);
+            ended = end;
+            continue;
+        }
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut answer = httparse::Response::new(&mut headers);
         match answer.parse(&head) {
@@ -174,47 +242,31 @@ pub(super) async fn tunnel(
                     ))),
                 };
             }
-            Ok(httparse::Status::Partial) if head.len() < MAX_CONNECT_HEAD => {}
+            // A blank line ends every head httparse can read: anything else is no answer.
             Ok(httparse::Status::Partial) => {
-                return Err(failed(format!(
-                    "answered CONNECT with a head larger than {MAX_CONNECT_HEAD} bytes"
-                )))
+                return Err(failed(
+                    "answered CONNECT with no HTTP answer: an incomplete head".to_owned(),
+                ))
             }
             Err(e) => return Err(failed(format!("answered CONNECT with no HTTP answer: {e}"))),
         }
-        // Peeked first, so that not one byte past the head is consumed.
-        let seen = tcp
-            .peek(&mut chunk)
-            .await
-            .map_err(|e| failed(format!("could not be read from: {e}")))?;
-        if seen == 0 {
-            return Err(failed(
-                "closed the connection before answering CONNECT".to_owned(),
-            ));
-        }
-        let take = head_end(&head, chunk.get(..seen).unwrap_or_default());
-        let mut taken = vec![0u8; take];
-        tcp.read_exact(&mut taken)
-            .await
-            .map_err(|e| failed(format!("could not be read from: {e}")))?;
-        head.extend_from_slice(&taken);
     }
 }
 
-/// How many of `more` bytes belong to a head that so far is `head`: up to and including its
-/// blank line, or all of them.
-fn head_end(head: &[u8], more: &[u8]) -> usize {
+/// How many of `more` bytes belong to a head that so far is `head` (up to and including its
+/// blank line, or all of them), and whether the head ends there.
+fn head_end(head: &[u8], more: &[u8]) -> (usize, bool) {
     let mut window: Vec<u8> = head.iter().rev().take(3).rev().copied().collect();
     for (index, byte) in more.iter().enumerate() {
         window.push(*byte);
         if window.ends_with(b"\r\n\r\n") || window.ends_with(b"\n\n") {
-            return index + 1;
+            return (index + 1, true);
         }
         if window.len() > 4 {
             window.remove(0);
         }
     }
-    more.len()
+    (more.len(), false)
 }
 
 #[cfg(test)]
@@ -224,9 +276,12 @@ mod tests {
 
     #[test]
     fn the_head_ends_at_its_blank_line_even_across_reads() {
-        assert_eq!(head_end(b"", b"HTTP/1.1 200 OK\r\n\r\n\x16\x03"), 19);
-        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n\r", b"\n\x16"), 1);
-        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n", b"Via: x\r\n"), 8);
+        assert_eq!(
+            head_end(b"", b"HTTP/1.1 200 OK\r\n\r\n\x16\x03"),
+            (19, true)
+        );
+        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n\r", b"\n\x16"), (1, true));
+        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n", b"Via: x\r\n"), (8, false));
     }
 
     #[test]
@@ -239,10 +294,20 @@ mod tests {
         assert_eq!((via.host.as_str(), via.port), ("proxy.local", 3128));
         assert!(via.authorization.is_some());
         assert!(!format!("{via:?}").contains("s3cret"));
-        assert!(matches!(
-            proxy_for(&base, Some("socks5://proxy.local:1080")),
-            Ok(ProxyChoice::Other)
-        ));
+        // Credentials with characters an http::Uri refuses are still the proxy's (they were
+        // once dropped with the proxy, and the service reached around it).
+        let chosen = proxy_for(&base, Some("http://user:p^ss wörd@proxy.local:3128"));
+        assert!(
+            matches!(&chosen, Ok(ProxyChoice::Http(via)) if via.authorization.is_some()),
+            "{chosen:?}"
+        );
+        // SOCKS is refused, never taken for an HTTP proxy.
+        let refused = proxy_for(&base, Some("socks5://user:s3cret@proxy.local:1080"));
+        let refused = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.contains("SOCKS") && !refused.contains("s3cret"),
+            "{refused}"
+        );
         assert!(matches!(
             proxy_for(&base, Some("https://proxy.local:3129")),
             Ok(ProxyChoice::Other)
