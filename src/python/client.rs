@@ -199,9 +199,37 @@ impl NativeClient {
         })
     }
 
-    #[pyo3(signature = (**options))]
-    fn send(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let args: SendArgs<'_> = keywords("send", SendArgs::NAMES, options)?;
+    // Keyword-only parameters rather than `**options` (`keywords.rs`): a send is the hot path,
+    // and pyo3 matches keywords to parameters without building a dict or a string per name,
+    // where reading `**options` cost ~3 µs a call (asyncio sends 63k/s -> 51k/s).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (
+        *, to, from_, name, parameters, language, raw, timeout, max_retries, idempotency_key
+    ))]
+    fn send<'py>(
+        &self,
+        py: Python<'py>,
+        to: Bound<'py, PyAny>,
+        from_: Bound<'py, PyAny>,
+        name: Bound<'py, PyAny>,
+        parameters: Bound<'py, PyAny>,
+        language: Bound<'py, PyAny>,
+        raw: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
+        idempotency_key: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let args = SendArgs {
+            to,
+            from_,
+            name,
+            parameters,
+            language,
+            raw,
+            timeout,
+            max_retries,
+            idempotency_key,
+        };
         let raw = args.raw;
         let (request, key, call) = send_args(args).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
@@ -219,13 +247,35 @@ impl NativeClient {
         }
     }
 
-    #[pyo3(signature = (**options))]
+    // Keyword-only, as `send` (the hot path).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (
+        *, to, from_, name, parameters, language, raw, timeout, max_retries, idempotency_key
+    ))]
     fn send_async<'py>(
         &self,
         py: Python<'py>,
-        options: Option<&Bound<'py, PyDict>>,
+        to: Bound<'py, PyAny>,
+        from_: Bound<'py, PyAny>,
+        name: Bound<'py, PyAny>,
+        parameters: Bound<'py, PyAny>,
+        language: Bound<'py, PyAny>,
+        raw: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
+        idempotency_key: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args: SendArgs<'py> = keywords("send_async", SendArgs::NAMES, options)?;
+        let args = SendArgs {
+            to,
+            from_,
+            name,
+            parameters,
+            language,
+            raw,
+            timeout,
+            max_retries,
+            idempotency_key,
+        };
         let raw = args.raw;
         let (request, key, call) = send_args(args).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();

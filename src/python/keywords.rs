@@ -1,7 +1,8 @@
 //! The keyword arguments of the native methods that take many: each method receives them as
 //! `**options` and reads them into one struct here, by name (`#[derive(FromPyObject)]` over the
 //! dict). A call cannot swap two of them by position, and a misspelled or missing one is a
-//! `TypeError` that names it, as for any Python function.
+//! `TypeError` that names it, as for any Python function. The sends, the hot path, take
+//! keyword-only parameters instead (the same guarantees, without the dict).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -89,9 +90,8 @@ impl ClientArgs<'_> {
     ];
 }
 
-/// `send(**options)` and `send_async(**options)`.
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
+/// The arguments of `send` and `send_async`: keyword-only parameters of their own (the hot
+/// path: pyo3 matches them without a dict, see `client.rs`), gathered here for `send_args`.
 pub(crate) struct SendArgs<'py> {
     pub to: Bound<'py, PyAny>,
     pub from_: Bound<'py, PyAny>,
@@ -102,20 +102,6 @@ pub(crate) struct SendArgs<'py> {
     pub timeout: Bound<'py, PyAny>,
     pub max_retries: Bound<'py, PyAny>,
     pub idempotency_key: Option<String>,
-}
-
-impl SendArgs<'_> {
-    pub(crate) const NAMES: &'static [&'static str] = &[
-        "to",
-        "from_",
-        "name",
-        "parameters",
-        "language",
-        "raw",
-        "timeout",
-        "max_retries",
-        "idempotency_key",
-    ];
 }
 
 /// `list(**options)`, `list_async(**options)`.
