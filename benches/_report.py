@@ -352,6 +352,13 @@ def _variants_section(scenario: str, title: str, clients: dict[str, dict[str, An
         lines.append(f"| {name} | {VARIANTS.get(name, '')} | {_median_text(c)} | {share} | "
                      f"{per_round} | {_n(extra.get('failures'))} | {_n(extra.get(proof))} | "
                      f"{messages} |")
+    sqlite, postgres = clients.get("bizmsg-sqlite", {}), clients.get("bizmsg-postgres", {})
+    if sqlite.get("median") and postgres.get("median"):
+        commits = postgres["extra"].get("commits_per_s")
+        lines += ["", f"PostgreSQL journal / SQLite journal: "
+                  f"{postgres['median'] / sqlite['median']:.0%} (target: at least 50 %)"
+                  + (f"; PostgreSQL committed {_n(commits)} transactions a second" if commits
+                     else "") + "."]
     return lines
 
 

@@ -589,6 +589,14 @@ class Postgres(_Service):
                               f"{(done.stdout + done.stderr).strip()[-2000:]}")
         return done.stdout
 
+    def commits(self) -> int:
+        """Transactions committed in the benchmark's database so far. The statistics a
+        backend keeps are flushed when its session ends (a campaign's journal session has ended
+        by the time this is asked) or within a second: the wait makes sure."""
+        time.sleep(1.1)
+        return int(self.query("SELECT xact_commit FROM pg_stat_database "
+                              f"WHERE datname = '{self.DATABASE}'"))
+
     def query(self, sql: str, database: str | None = None) -> str:
         """`sql` through psql over the unix socket; its output (unaligned, tuples only)."""
         return self._run([os.path.join(self.bin, "psql"), "-h", str(self.socket_dir),

@@ -240,8 +240,14 @@ def optional_setup(scenario: Scenario, client: str, round_no: int, services: Ser
         postgres = services.running["postgres"]
         assert isinstance(postgres, Postgres)
         argv += ["--journal", postgres.url]
+        commits_before = postgres.commits()
 
         def postgres_rows(sample: dict[str, Any]) -> None:
+            # Every transaction the database committed meanwhile: the journal's (a run is
+            # alone on this server), and this count's own query.
+            commits = postgres.commits() - commits_before - 1
+            if sample.get("elapsed"):
+                sample["extra"]["commits_per_s"] = commits / sample["elapsed"]
             # The id is made above of [a-z0-9-] only: safe to write into the statement.
             rows = int(postgres.query(
                 "SELECT count(*) FROM bizmsg.messages m JOIN bizmsg.campaigns c "

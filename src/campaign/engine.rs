@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::admit::{Admission, Admitted, AfterLostClaim, Identified};
 use super::breaker::Breaker;
+use super::claim_size::ClaimSize;
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
 use super::journal::{
     row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
@@ -42,8 +43,6 @@ const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// Outcomes the caller has not taken yet, past which no new message is dispatched (messages in
 /// flight still finish): a slow `on_result` slows the campaign instead of filling memory.
 const MAX_UNDELIVERED: usize = 65_536;
-/// Messages marked `dispatched` in the journal per transaction, ahead of dispatch.
-const MARK_AHEAD: usize = 64;
 
 struct Engine<P> {
     concurrency: usize,
@@ -65,6 +64,8 @@ struct Engine<P> {
     ready: VecDeque<Ready<P>>,
     /// How many messages at the front of `ready` are marked in the journal.
     marked: usize,
+    /// How many the next claim asks for (it follows the campaign's speed).
+    claim_size: ClaimSize,
     inflight: FuturesUnordered<BoxFuture<'static, Finished<P>>>,
     buffer: Vec<Outcome<P>>,
     stopped: Option<Stop>,
@@ -207,6 +208,7 @@ impl<P: Send + 'static> Engine<P> {
             campaign_id,
             ready: VecDeque::new(),
             marked: 0,
+            claim_size: ClaimSize::default(),
             inflight: FuturesUnordered::new(),
             buffer: Vec::with_capacity(BATCH),
             stopped: None,
@@ -242,7 +244,7 @@ impl<P: Send + 'static> Engine<P> {
                 && !waiting_for_input
                 && !stopping
                 && !backlog
-                && self.ready.len() < CHUNK.max(2 * self.concurrency)
+                && self.ready.len() < CHUNK.max(2 * self.concurrency).max(self.claim_size.size())
             {
                 waiting_for_input = true;
                 self.emit(Event::NeedInput(CHUNK));
@@ -285,6 +287,7 @@ impl<P: Send + 'static> Engine<P> {
                 }
                 marked = async { match marking.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if marking.is_some() => {
                     marking = None;
+                    self.claim_size.answered();
                     match marked {
                         Ok((drained, claimed)) => self.claimed(drained, claimed),
                         Err(error) => self.fail(error),
@@ -524,14 +527,15 @@ impl<P: Send + 'static> Engine<P> {
     /// wins is marked `dispatched` with its key, durably.
     fn mark_ahead(&mut self) -> Option<Marking> {
         let journal = self.journal.clone()?;
-        if self.marked >= MARK_AHEAD / 2 || self.marked >= self.ready.len() {
+        if !self.claim_size.wants_more(self.marked) || self.marked >= self.ready.len() {
             return None;
         }
+        self.claim_size.asked();
         let claims: Vec<Claim> = self
             .ready
             .iter()
             .skip(self.marked)
-            .take(MARK_AHEAD)
+            .take(self.claim_size.size())
             .map(|ready| Claim {
                 identity: ready.identity,
                 key: ready.key.clone(),
@@ -597,12 +601,16 @@ impl<P: Send + 'static> Engine<P> {
         };
         while self.inflight.len() < limit {
             if self.journal.is_some() && self.marked == 0 {
+                if !self.ready.is_empty() {
+                    self.claim_size.ran_out();
+                }
                 return;
             }
             let Some(ready) = self.ready.pop_front() else {
                 return;
             };
             self.marked = self.marked.saturating_sub(1);
+            self.claim_size.dispatched();
             let send = send_one(Arc::clone(&self.context), ready);
             self.inflight.push(Box::pin(send));
         }

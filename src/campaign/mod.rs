@@ -3,6 +3,7 @@
 //!
 //! - `handle`: what the caller starts, feeds, hears from and stops (options, events, summary);
 //! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome;
+//! - `claim_size`: how many messages a run claims in its journal at a time;
 //! - `admit`: what becomes of each message before anything is sent (journal, duplicates);
 //! - `send`: one message through the attempt loop, with the platform's codes acted on;
 //! - `message`, `outcome`: what goes in and what comes out, per message;
@@ -15,6 +16,7 @@
 
 mod admit;
 mod breaker;
+mod claim_size;
 mod engine;
 mod handle;
 mod journal;
