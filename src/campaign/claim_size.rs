@@ -10,8 +10,11 @@
 //! in doubt for the next run (`unknown`, re-sent only with `resend_unknown`). So the size
 //! follows what the run sends while a claim is being made: it doubles when the run had to wait
 //! for a claim, and halves when a claim's round trip saw under a quarter of it sent. A paced
-//! campaign (60 a second) stays at the smallest size; one sending as fast as the service
-//! answers claims about two round trips' worth of messages, which is all it can have in doubt.
+//! campaign (60 a second) comes back to the smallest size after its start (its first sends are
+//! dispatched at once and wait for their pace in flight); one sending as fast as the service
+//! answers claims about two round trips' worth of messages. The engine never holds more than
+//! the size claimed and unsent: that, at most `LARGEST`, and what is in flight are what a
+//! killed run leaves in doubt.
 
 use std::time::Instant;
 

@@ -535,7 +535,9 @@ impl<P: Send + 'static> Engine<P> {
             .ready
             .iter()
             .skip(self.marked)
-            .take(self.claim_size.size())
+            // Up to the size in all, never a size more: what a killed run leaves in doubt is at
+            // most the largest size and what was in flight.
+            .take(self.claim_size.size().saturating_sub(self.marked))
             .map(|ready| Claim {
                 identity: ready.identity,
                 key: ready.key.clone(),
