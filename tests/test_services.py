@@ -324,6 +324,51 @@ def test_squid_forwards_plain_http_and_tunnels_tls(
     assert stats is not None and stats["accepted"] == 2
 
 
+def test_an_https_proxy_is_spoken_by_the_direct_transport(
+        start_squid: Callable[..., SquidServer], start_haproxy: Callable[..., HAProxyServer],
+        tls_files: TLSFiles, nginx_server: NginxServer,
+        sandbox_process: SandboxProcess) -> None:
+    """A proxy reached over TLS (Squid behind HAProxy terminating TLS: an ``https://`` proxy
+    with Basic credentials): the direct transport forwards a plain ``http://`` send inside TLS
+    with the proxy, tunnels an ``https://`` one (TLS with nginx inside TLS with the proxy),
+    checks the proxy's certificate with ``verify``, and never shows the password."""
+    squid = start_squid(credentials=("bizmsg", "pr0xy-s3cret"))
+    front = start_haproxy(f"127.0.0.1:{squid.port}", tls=tls_files, tcp=True)
+    proxy = f"https://bizmsg:pr0xy-s3cret@127.0.0.1:{front.port}"
+    with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url, proxy=proxy,
+                       verify=str(tls_files.ca_path)) as client:
+        assert client._native.transport == "direct"
+        sender = first_sender(client)
+        for n in range(3):
+            assert client.messages.send(to=f"861390000002{n}", from_=sender,
+                                        template=TEMPLATE).ok
+        assert "pr0xy-s3cret" not in repr(client)
+    with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url, proxy=proxy,
+                       verify=str(tls_files.ca_path)) as client:
+        assert client._native.transport == "direct"
+        for n in range(3):
+            assert client.messages.send(to=f"861390000003{n}", from_=sender, template=TEMPLATE,
+                                        idempotency_key=f"through-https-proxy-{n}").ok
+    assert eventually(lambda: len([e for e in nginx_server.access_log()
+                                   if e["method"] == "POST"]) == 3)
+    assert eventually(lambda: any("CONNECT " in line for line in squid.access_log()))
+    log = squid.access_log()
+    assert any(f"POST {sandbox_process.base_url}/v1/chat/messages/send" in line for line in log), log
+    assert any(f"CONNECT 127.0.0.1:{nginx_server.port}" in line for line in log), log
+    # The proxy's certificate is checked: with the system's roots it is refused, naming the
+    # proxy, before anything is sent.
+    with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url, proxy=proxy,
+                       max_retries=0) as client:
+        with pytest.raises(bizmsg.ConnectError) as refused:
+            client.messages.send(to="8613900000040", from_=sender, template=TEMPLATE)
+    message = str(refused.value)
+    assert f"the proxy 127.0.0.1:{front.port}" in message and "TLS" in message, message
+    assert "pr0xy-s3cret" not in message
+    stats = sandbox_process.stop()
+    # The sender lookup, three plain sends, three through nginx: nothing of the refused one.
+    assert stats is not None and stats["requests"] == 7, stats
+
+
 @pytest.mark.parametrize("transport", ["direct", "proxied"])
 def test_a_proxy_that_wants_credentials_gets_them_from_the_proxy_url(
         transport: str, start_squid: Callable[..., SquidServer], nginx_server: NginxServer,

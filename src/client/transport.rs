@@ -4,12 +4,11 @@
 //! Two transports, chosen when the client is made:
 //! - **direct** (`direct/`, the usual case): HTTP/1.1 spoken by bizmsg itself on connections it
 //!   opens and pools.
-//!   Through an `http://` proxy too (`proxy=`, or `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` and
-//!   `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT` tunnel for
-//!   `https://` (`direct/proxy.rs`).
-//! - **proxied** (`proxied.rs`): reqwest, for what the direct transport does not speak: a
-//!   proxy reached over `https://`, and HTTP/2 (`BIZMSG_TRANSPORT=proxied`). SOCKS is refused
-//!   (`direct/proxy.rs`): reqwest is built without it.
+//!   Through a proxy too, `http://` or `https://` (`proxy=`, or `HTTPS_PROXY`/`HTTP_PROXY`/
+//!   `ALL_PROXY` and `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT`
+//!   tunnel for `https://` (`direct/proxy.rs`).
+//! - **proxied** (`proxied.rs`): reqwest, for HTTP/2, only when `BIZMSG_TRANSPORT=proxied`
+//!   forces it. SOCKS is refused (`direct/proxy.rs`): reqwest is built without it.
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
 //! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
@@ -86,8 +85,8 @@ impl Transport {
             (Some(TransportKind::Proxied), _) | (None, ProxyChoice::Other) => None,
             (Some(TransportKind::Direct), ProxyChoice::Other) => {
                 return Err(Error::Configuration(
-                    "BIZMSG_TRANSPORT=direct speaks to http:// proxies only; this one is \
-                     https://: unset BIZMSG_TRANSPORT"
+                    "BIZMSG_TRANSPORT=direct cannot use this proxy (it names no host): unset \
+                     BIZMSG_TRANSPORT"
                         .to_owned(),
                 ))
             }
@@ -101,7 +100,21 @@ impl Transport {
                 } else {
                     None
                 };
-                Route::Direct(DirectTransport::new(base, tls, via, connect_timeout)?)
+                // An https:// proxy is checked as the service is (`verify`), as reqwest and
+                // curl check it; the tunnel through it is HTTP/1.1.
+                let proxy_tls = match &via {
+                    Some(via) if via.secure => {
+                        Some(Arc::new(tls::config(&config.verify, tls::ALPN_HTTP1)?))
+                    }
+                    _ => None,
+                };
+                Route::Direct(DirectTransport::new(
+                    base,
+                    tls,
+                    via,
+                    proxy_tls,
+                    connect_timeout,
+                )?)
             }
             None => {
                 let tls = if https {

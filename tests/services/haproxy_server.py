@@ -1,7 +1,8 @@
 """HAProxy (Debian's 2.6) in front of an upstream (a sandbox), with
 ``timeout http-keep-alive 500ms``: an idle client connection is closed after half a second, the
 second keep-alive race of issue 17. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
-instead (HTTP/1.1 by ALPN).
+instead (HTTP/1.1 by ALPN). ``tcp=True`` relays bytes instead of HTTP: with ``tls``, TLS in
+front of a plain server, such as Squid, which then is an ``https://`` proxy.
 
 Run in the foreground (``-db``), one process, stopped by its PID. HAProxy's own idle pool
 toward the upstream is purged well under the sandbox's 60 s limit.
@@ -39,12 +40,28 @@ backend sandbox
   server upstream {upstream} pool-purge-delay 5s
 """
 
+_TCP_CONF = """\
+global
+  maxconn 4096
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend front
+  bind 127.0.0.1:{port}{ssl}
+  default_backend upstream
+backend upstream
+  server upstream {upstream}
+"""
+
 
 class HAProxyServer:
     """``url`` (``http://``, or ``https://`` with ``tls``), ``port``, ``keepalive``, ``dir``;
     ``upstream`` is ``host:port``."""
 
-    def __init__(self, upstream: str, *, keepalive: str = "500ms", tls: TLSFiles | None = None) -> None:
+    def __init__(self, upstream: str, *, keepalive: str = "500ms", tls: TLSFiles | None = None,
+                 tcp: bool = False) -> None:
         self.program = find_program("haproxy", package="haproxy")
         self.upstream = upstream
         self.keepalive = keepalive
@@ -54,7 +71,7 @@ class HAProxyServer:
         self.ca_path = tls.ca_path if tls else None
         self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-haproxy-"))
         ssl = f" ssl crt {tls.combined_path} alpn http/1.1" if tls else ""
-        (self.dir / "haproxy.cfg").write_text(_CONF.format(
+        (self.dir / "haproxy.cfg").write_text((_TCP_CONF if tcp else _CONF).format(
             keepalive=keepalive, port=self.port, ssl=ssl, upstream=upstream))
         self.process: ServerProcess | None = None
 

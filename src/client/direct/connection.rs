@@ -32,10 +32,12 @@ use crate::client::request::Outgoing;
 use crate::client::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
 
-/// A TCP stream, or one wrapped in TLS.
+/// A TCP stream, or one wrapped in TLS (with the service, or with an `https://` proxy), or TLS
+/// with the service inside TLS with an `https://` proxy.
 pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    Nested(Box<TlsStream<TlsStream<TcpStream>>>),
 }
 
 impl AsyncRead for Stream {
@@ -47,6 +49,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
             Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -60,6 +63,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
             Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -71,6 +75,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
             Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -78,6 +83,7 @@ impl AsyncWrite for Stream {
         match self {
             Stream::Plain(stream) => stream.is_write_vectored(),
             Stream::Tls(stream) => stream.is_write_vectored(),
+            Stream::Nested(stream) => stream.is_write_vectored(),
         }
     }
 
@@ -85,6 +91,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(stream) => Pin::new(stream).poll_flush(cx),
             Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
     }
 
@@ -92,18 +99,30 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
             Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }
     }
 }
 
 /// How to reach the service: its address, TLS for `https://`, and the HTTP proxy in between
-/// if there is one (`proxy.rs`).
+/// if there is one (`proxy.rs`), with TLS for an `https://` proxy.
 pub(crate) struct Connector {
     host: String,
     port: u16,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     via: Option<ViaProxy>,
+    proxy_tls: Option<(TlsConnector, ServerName<'static>)>,
     connect_timeout: Duration,
+}
+
+/// A TLS connector and the name its peer must prove, for `host`.
+fn tls_for(
+    config: Arc<rustls::ClientConfig>,
+    host: &str,
+) -> Result<(TlsConnector, ServerName<'static>)> {
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| Error::Configuration(format!("{host:?} is not a TLS server name: {e}")))?;
+    Ok((TlsConnector::from(config), name))
 }
 
 /// What every request on these connections carries besides its own lines: `Host`, and for a
@@ -116,10 +135,12 @@ pub(crate) struct RequestHead {
 }
 
 impl Connector {
+    /// `proxy_tls` is the TLS an `https://` proxy is reached with (`via.secure`).
     pub(crate) fn new(
         url: &reqwest::Url,
         tls: Option<Arc<rustls::ClientConfig>>,
         via: Option<ViaProxy>,
+        proxy_tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
     ) -> Result<Self> {
         let host = url
@@ -133,20 +154,23 @@ impl Connector {
         let port = url
             .port_or_known_default()
             .ok_or_else(|| Error::Configuration(format!("base_url {url} has no port")))?;
-        let tls = match tls {
-            Some(config) => {
-                let name = ServerName::try_from(host.clone()).map_err(|e| {
-                    Error::Configuration(format!("{host:?} is not a TLS server name: {e}"))
-                })?;
-                Some((TlsConnector::from(config), name))
+        let tls = tls.map(|config| tls_for(config, &host)).transpose()?;
+        let proxy_tls = match (&via, proxy_tls) {
+            (Some(via), Some(config)) if via.secure => Some(tls_for(config, &via.host)?),
+            (Some(via), _) if via.secure => {
+                return Err(Error::Configuration(format!(
+                    "the proxy {}:{} is https:// and no TLS was set up for it",
+                    via.host, via.port
+                )))
             }
-            None => None,
+            _ => None,
         };
         Ok(Connector {
             host,
             port,
             tls,
             via,
+            proxy_tls,
             connect_timeout,
         })
     }
@@ -184,20 +208,48 @@ impl Connector {
         // Requests and answers are small: Nagle would only delay them.
         tcp.set_nodelay(true)
             .map_err(|e| failed("cannot configure the connection to", &e))?;
-        if let (Some(via), Some(_)) = (&self.via, &self.tls) {
-            proxy::tunnel(&mut tcp, via, &self.host, self.port).await?;
-        }
+        let proxy_failed = failed;
         let failed = |what: &str, e: &dyn std::fmt::Display| {
             Error::Connect(format!("{what} {}:{}: {e}", self.host, self.port))
         };
-        let stream = match &self.tls {
-            None => Stream::Plain(tcp),
-            Some((connector, name)) => Stream::Tls(Box::new(
-                connector
-                    .connect(name.clone(), tcp)
+        let stream = match (&self.proxy_tls, &self.via, &self.tls) {
+            // A proxy reached over TLS: forward requests in it, or a tunnel and TLS in it.
+            (Some((to_proxy, proxy_name)), _, None) => Stream::Tls(Box::new(
+                to_proxy
+                    .connect(proxy_name.clone(), tcp)
                     .await
-                    .map_err(|e| failed("TLS handshake failed with", &e))?,
+                    .map_err(|e| proxy_failed("TLS handshake failed with", &e))?,
             )),
+            (Some((to_proxy, proxy_name)), Some(via), Some((connector, name))) => {
+                let mut to_proxy = to_proxy
+                    .connect(proxy_name.clone(), tcp)
+                    .await
+                    .map_err(|e| proxy_failed("TLS handshake failed with", &e))?;
+                proxy::tunnel(&mut to_proxy, via, &self.host, self.port).await?;
+                Stream::Nested(Box::new(
+                    connector
+                        .connect(name.clone(), to_proxy)
+                        .await
+                        .map_err(|e| failed("TLS handshake failed with", &e))?,
+                ))
+            }
+            (Some(_), None, Some(_)) => {
+                return Err(Error::Connect(
+                    "TLS with a proxy that is not there: a bug in bizmsg".to_owned(),
+                ))
+            }
+            (None, _, None) => Stream::Plain(tcp),
+            (None, via, Some((connector, name))) => {
+                if let Some(via) = via {
+                    proxy::tunnel(&mut tcp, via, &self.host, self.port).await?;
+                }
+                Stream::Tls(Box::new(
+                    connector
+                        .connect(name.clone(), tcp)
+                        .await
+                        .map_err(|e| failed("TLS handshake failed with", &e))?,
+                ))
+            }
         };
         Ok(Conn {
             stream,
@@ -271,6 +323,7 @@ impl Conn {
         let tcp = match &self.stream {
             Stream::Plain(tcp) => tcp,
             Stream::Tls(tls) => tls.get_ref().0,
+            Stream::Nested(tls) => tls.get_ref().0.get_ref().0,
         };
         let mut probe = [MaybeUninit::<u8>::uninit(); 1];
         let quiet = matches!(
@@ -283,7 +336,7 @@ impl Conn {
         // Over TLS, rustls may also hold decrypted bytes, or a close_notify, that the peek
         // cannot see. (Read after the peek: a read first could take part of a record into
         // rustls, where the peek would miss it.)
-        if let Stream::Tls(_) = self.stream {
+        if let Stream::Tls(_) | Stream::Nested(_) = self.stream {
             let mut context = Context::from_waker(std::task::Waker::noop());
             let mut probe = [0u8; 1];
             let mut probe = ReadBuf::new(&mut probe);

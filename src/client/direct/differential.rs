@@ -93,7 +93,7 @@ async fn serve(listener: TcpListener, case: Case, connections: usize) {
 
 async fn read_with_bizmsg(address: SocketAddr) -> Reading {
     let url = reqwest::Url::parse(&format!("http://{address}/v1/answers")).unwrap();
-    let connector = Connector::new(&url, None, None, READ_BOUND).unwrap();
+    let connector = Connector::new(&url, None, None, None, READ_BOUND).unwrap();
     let mut conn = connector.connect().await.unwrap();
     let request = Outgoing {
         method: Method::GET,

@@ -7,7 +7,8 @@
 //! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
 //! - `pool.rs`: the idle connections and which one a request takes;
 //! - `idle_limit.rs`: what the pool learns of how long the server keeps a connection idle;
-//! - `proxy.rs`: an HTTP proxy in between (forward requests, `CONNECT` tunnels).
+//! - `proxy.rs`: an HTTP proxy in between, `http://` or `https://` (forward requests,
+//!   `CONNECT` tunnels).
 
 mod codec;
 mod connection;
@@ -47,6 +48,7 @@ impl DirectTransport {
         base: &reqwest::Url,
         tls: Option<Arc<rustls::ClientConfig>>,
         via: Option<ViaProxy>,
+        proxy_tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
     ) -> Result<Self> {
         let host = host_header(base)?;
@@ -59,7 +61,7 @@ impl DirectTransport {
             host,
         };
         Ok(DirectTransport {
-            connector: Connector::new(base, tls, via, connect_timeout)?,
+            connector: Connector::new(base, tls, via, proxy_tls, connect_timeout)?,
             head,
             idle: PerRuntime::new(),
             learning: IdleLimit::default(),

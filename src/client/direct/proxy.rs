@@ -8,16 +8,17 @@
 //! - An `https://` service: a `CONNECT host:port` tunnel through the proxy, then TLS with the
 //!   service inside it (the proxy sees neither the token nor the messages); the tunnel is the
 //!   pooled connection.
+//! - A proxy reached over `https://`: the same, inside TLS with the proxy (checked with the
+//!   client's `verify`, as reqwest and curl check it), so an `https://` service is TLS inside
+//!   TLS.
 //!
 //! Which proxy applies is decided as curl and reqwest decide it (hyper-util's matcher:
 //! `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, the system's settings on macOS and
-//! Windows), or by `proxy=`. An `https://` proxy is left to the proxied transport (reqwest);
-//! SOCKS is refused (reqwest is built without it).
+//! Windows), or by `proxy=`. SOCKS is refused (neither transport is built with it).
 
 use http::HeaderValue;
 use hyper_util::client::proxy::matcher::{Intercept, Matcher};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
@@ -29,6 +30,8 @@ const MAX_CONNECT_HEAD: usize = 16 * 1024;
 pub(crate) struct ViaProxy {
     pub(super) host: String,
     pub(super) port: u16,
+    /// Reached over TLS (an `https://` proxy).
+    pub(crate) secure: bool,
     /// `Proxy-Authorization` (Basic, from the proxy URL's user and password).
     pub(super) authorization: Option<HeaderValue>,
 }
@@ -36,7 +39,8 @@ pub(crate) struct ViaProxy {
 impl std::fmt::Debug for ViaProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the credentials.
-        write!(f, "ViaProxy({}:{})", self.host, self.port)
+        let scheme = if self.secure { "https" } else { "http" };
+        write!(f, "ViaProxy({scheme}://{}:{})", self.host, self.port)
     }
 }
 
@@ -45,9 +49,10 @@ impl std::fmt::Debug for ViaProxy {
 pub(crate) enum ProxyChoice {
     /// Nothing: connect to the service.
     None,
-    /// An `http://` proxy, which the direct transport speaks.
+    /// An `http://` or `https://` proxy, which the direct transport speaks.
     Http(ViaProxy),
-    /// A proxy only the proxied transport speaks (`https://` to the proxy).
+    /// A proxy the direct transport cannot use (one without a host), left to reqwest when
+    /// forced (`BIZMSG_TRANSPORT=proxied`).
     Other,
 }
 
@@ -101,9 +106,10 @@ pub(crate) fn proxy_for(base: &reqwest::Url, explicit: Option<&str>) -> Result<P
 
 fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
     let uri = intercept.uri();
-    match uri.scheme_str() {
-        Some("http") if intercept.raw_auth().is_none() => {}
-        Some("https") => return Ok(ProxyChoice::Other),
+    // (Credentials kept raw are a SOCKS proxy's: HTTP proxies' are `basic_auth`.)
+    let secure = match uri.scheme_str() {
+        Some("http") if intercept.raw_auth().is_none() => false,
+        Some("https") if intercept.raw_auth().is_none() => true,
         _ => {
             // reqwest is built without SOCKS: it would take a SOCKS proxy for an HTTP one and
             // write the request, token included, to it in clear. (Only the scheme, host and
@@ -115,7 +121,7 @@ fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
                 uri.port_u16().map_or_else(String::new, |p| format!(":{p}"))
             )));
         }
-    }
+    };
     let Some(host) = uri.host() else {
         return Ok(ProxyChoice::Other);
     };
@@ -124,7 +130,8 @@ fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned(),
-        port: uri.port_u16().unwrap_or(80),
+        port: uri.port_u16().unwrap_or(if secure { 443 } else { 80 }),
+        secure,
         authorization: intercept.basic_auth().cloned(),
     }))
 }
@@ -158,10 +165,11 @@ fn check_explicit(proxy: &str) -> Result<url::Url> {
     }
 }
 
-/// Opens a tunnel to `host:port` through the proxy `tcp` is connected to. Every failure is a
-/// failure to connect: nothing of the request left.
-pub(super) async fn tunnel(
-    tcp: &mut TcpStream,
+/// Opens a tunnel to `host:port` through the proxy `stream` is connected to (over TCP, or TLS
+/// with an `https://` proxy). Every failure is a failure to connect: nothing of the request
+/// left.
+pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     proxy: &ViaProxy,
     host: &str,
     port: u16,
@@ -184,14 +192,17 @@ pub(super) async fn tunnel(
             proxy.host, proxy.port
         ))
     };
-    tcp.write_all(&request)
+    stream
+        .write_all(&request)
         .await
         .map_err(|e| failed(format!("could not be written to: {e}")))?;
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
-    // Read a byte run at a time, never past the head (what follows is the service's TLS), and
-    // parsed once its blank line is there (a proxy dripping its head costs no re-parsing).
+    // Read a run of bytes at a time, and parsed once its blank line is there (a proxy dripping
+    // its head costs no re-parsing). Nothing may follow a tunnel's head: the service speaks
+    // only after the client's TLS hello, so a byte past it is the proxy's, and no tunnel.
     let mut ended = false;
+    let mut followed = false;
     loop {
         if !ended {
             if head.len() >= MAX_CONNECT_HEAD {
@@ -199,9 +210,8 @@ pub(super) async fn tunnel(
                     "answered CONNECT with a head larger than {MAX_CONNECT_HEAD} bytes"
                 )));
             }
-            // Peeked first, so that not one byte past the head is consumed.
-            let seen = tcp
-                .peek(&mut chunk)
+            let seen = stream
+                .read(&mut chunk)
                 .await
                 .map_err(|e| failed(format!("could not be read from: {e}")))?;
             if seen == 0 {
@@ -209,12 +219,11 @@ pub(super) async fn tunnel(
                     "closed the connection before answering CONNECT".to_owned(),
                 ));
             }
-            let (take, end) = head_end(&head, chunk.get(..seen).unwrap_or_default());
-            let mut taken = vec![0u8; take];
-            tcp.read_exact(&mut taken)
-                .await
-                .map_err(|e| failed(format!("could not be read from: {e}")))?;
-            head.extend_from_slice(&taken);
+            let more = chunk.get(..seen).unwrap_or_default();
+            let (take, end) = head_end(&head, more);
+            head.extend_from_slice(more.get(..take).unwrap_or_default());
+            // A refusal's body (a 407's page) may follow; a tunnel's may not.
+            followed = take < more.len();
             ended = end;
             continue;
         }
@@ -223,7 +232,7 @@ pub(super) async fn tunnel(
         match answer.parse(&head) {
             Ok(httparse::Status::Complete(length)) => {
                 let status = answer.code.unwrap_or(0);
-                if length != head.len() {
+                if (200..=299).contains(&status) && (length != head.len() || followed) {
                     return Err(failed(
                         "sent bytes after its answer to CONNECT, before the tunnel's TLS"
                             .to_owned(),
@@ -284,6 +293,53 @@ mod tests {
         assert_eq!(head_end(b"HTTP/1.1 200 OK\r\n", b"Via: x\r\n"), (8, false));
     }
 
+    /// What `tunnel` makes of `answer`, written by the proxy in pieces of `piece` bytes.
+    async fn tunnel_answered(answer: &'static [u8], piece: usize) -> Result<()> {
+        let via = ViaProxy {
+            host: "proxy.local".to_owned(),
+            port: 3129,
+            secure: true,
+            authorization: None,
+        };
+        let (mut client, mut proxy) = tokio::io::duplex(64 * 1024);
+        let proxy = tokio::spawn(async move {
+            let mut request = vec![0u8; 1024];
+            let read = proxy.read(&mut request).await.unwrap();
+            assert!(request[..read].starts_with(b"CONNECT api.example.com:443 HTTP/1.1\r\n"));
+            for piece in answer.chunks(piece) {
+                proxy.write_all(piece).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            proxy
+        });
+        let tunnelled = tunnel(&mut client, &via, "api.example.com", 443).await;
+        drop(proxy.await.unwrap());
+        tunnelled
+    }
+
+    /// Regression (the tunnel is read, not peeked, so it works inside TLS with the proxy): a
+    /// refusal followed by its page is still read as its status, a tunnel followed by bytes
+    /// is refused, and a head dripped byte by byte still opens the tunnel.
+    #[tokio::test]
+    async fn a_tunnel_is_judged_by_its_status_whatever_follows_a_refusal() {
+        let refused = tunnel_answered(
+            b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 5\r\n\r\nhello",
+            4096,
+        )
+        .await;
+        assert!(
+            matches!(&refused, Err(Error::Configuration(m)) if m.contains("407")),
+            "{refused:?}"
+        );
+        let followed = tunnel_answered(b"HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 200", 4096).await;
+        assert!(
+            matches!(&followed, Err(Error::Connect(m)) if m.contains("after its answer")),
+            "{followed:?}"
+        );
+        let dripped = tunnel_answered(b"HTTP/1.1 200 Connection established\r\n\r\n", 1).await;
+        assert!(dripped.is_ok(), "{dripped:?}");
+    }
+
     #[test]
     fn an_explicit_proxy_is_chosen_by_its_scheme_and_never_shown_with_its_password() {
         let base = reqwest::Url::parse("https://api.example.com").unwrap();
@@ -308,10 +364,14 @@ mod tests {
             refused.contains("SOCKS") && !refused.contains("s3cret"),
             "{refused}"
         );
-        assert!(matches!(
-            proxy_for(&base, Some("https://proxy.local:3129")),
-            Ok(ProxyChoice::Other)
-        ));
+        // An https:// proxy too, reached over TLS (443 unless it says otherwise).
+        let chosen = proxy_for(&base, Some("https://user:s3cret@proxy.local"));
+        assert!(
+            matches!(&chosen, Ok(ProxyChoice::Http(via))
+                if via.secure && via.port == 443 && via.authorization.is_some()),
+            "{chosen:?}"
+        );
+        assert!(!format!("{chosen:?}").contains("s3cret"));
         for bad in [
             "ftp://user:s3cret@proxy.local",
             "user:s3cret@proxy.local:3128",
