@@ -351,10 +351,21 @@ def test_an_https_proxy_is_spoken_by_the_direct_transport(
                                         idempotency_key=f"through-https-proxy-{n}").ok
     assert eventually(lambda: len([e for e in nginx_server.access_log()
                                    if e["method"] == "POST"]) == 3)
+    # Squid logs a tunnel when it closes: the client closed it with its pool.
     assert eventually(lambda: any("CONNECT " in line for line in squid.access_log()))
     log = squid.access_log()
     assert any(f"POST {sandbox_process.base_url}/v1/chat/messages/send" in line for line in log), log
-    assert any(f"CONNECT 127.0.0.1:{nginx_server.port}" in line for line in log), log
+    # One tunnel for the three sends: the connection (TLS inside TLS) was pooled and reused.
+    tunnels = [line for line in log if f"CONNECT 127.0.0.1:{nginx_server.port}" in line]
+    assert len(tunnels) == 1, log
+    # Without the credentials, the proxy's 407 is a configuration error, forwarded or
+    # tunnelled, and nothing reaches the service.
+    anonymous = f"https://127.0.0.1:{front.port}"
+    for base_url in (sandbox_process.base_url, nginx_server.url):
+        with bizmsg.Client(sandbox_process.token, base_url=base_url, proxy=anonymous,
+                           verify=str(tls_files.ca_path), max_retries=0) as client:
+            with pytest.raises(bizmsg.ConfigurationError, match="407"):
+                client.messages.send(to="8613900000041", from_=sender, template=TEMPLATE)
     # The proxy's certificate is checked: with the system's roots it is refused, naming the
     # proxy, before anything is sent.
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url, proxy=proxy,

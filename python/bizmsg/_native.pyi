@@ -99,8 +99,8 @@ class NativeClient:
 
     @property
     def transport(self) -> str:
-        """``"direct"`` (bizmsg's own HTTP/1.1 connections) or ``"proxied"`` (through reqwest,
-        when a proxy applies)."""
+        """``"direct"`` (bizmsg's own HTTP/1.1 connections, through a proxy too) or
+        ``"proxied"`` (through reqwest, only when ``BIZMSG_TRANSPORT=proxied`` forces it)."""
 
     @property
     def base_url(self) -> str:

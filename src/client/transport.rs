@@ -100,8 +100,8 @@ impl Transport {
                 } else {
                     None
                 };
-                // An https:// proxy is checked as the service is (`verify`), as reqwest and
-                // curl check it; the tunnel through it is HTTP/1.1.
+                // An https:// proxy is checked with the client's one TLS policy (`verify`), as
+                // reqwest checks a proxy of an https:// service; the tunnel is HTTP/1.1.
                 let proxy_tls = match &via {
                     Some(via) if via.secure => {
                         Some(Arc::new(tls::config(&config.verify, tls::ALPN_HTTP1)?))
@@ -131,10 +131,11 @@ impl Transport {
             }
         };
         if let Verify::CaBundle(path) = &config.verify {
-            if !https {
+            let https_proxy = matches!(&route, Route::Direct(direct) if direct.proxy_is_https());
+            if !https && !https_proxy {
                 log::debug!(
                     target: "bizmsg",
-                    "verify={} has no effect on plain http://",
+                    "verify={} has no effect on plain http:// without an https:// proxy",
                     path.display()
                 );
             }

@@ -175,6 +175,11 @@ impl Connector {
         })
     }
 
+    /// Whether the proxy in between, if any, is reached over TLS.
+    pub(crate) fn proxy_is_https(&self) -> bool {
+        self.proxy_tls.is_some()
+    }
+
     /// A new connection, ready for its first request. Every failure here happened before any
     /// request byte was written: it is a [`Error::Connect`] (or, for a proxy that wants
     /// credentials, a [`Error::Configuration`]).

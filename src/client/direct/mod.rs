@@ -94,7 +94,7 @@ impl DirectTransport {
                 Ok((reply, _)) if reply.status == 407 && self.head.absolute.is_some() => {
                     return Err(Error::Configuration(
                         "the proxy asks for credentials (407 Proxy Authentication Required): \
-                         put them in the proxy URL, http://user:password@host:port, or check \
+                         put them in the proxy URL, scheme://user:password@host:port, or check \
                          them"
                             .to_owned(),
                     ));
@@ -135,6 +135,12 @@ impl DirectTransport {
                 Err(failed) => return Err(failed.error),
             }
         }
+    }
+
+    /// Whether its connections go through an `https://` proxy (whose certificate `verify`
+    /// checks).
+    pub(crate) fn proxy_is_https(&self) -> bool {
+        self.connector.proxy_is_https()
     }
 
     pub(crate) fn close(&self) {

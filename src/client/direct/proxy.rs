@@ -8,9 +8,9 @@
 //! - An `https://` service: a `CONNECT host:port` tunnel through the proxy, then TLS with the
 //!   service inside it (the proxy sees neither the token nor the messages); the tunnel is the
 //!   pooled connection.
-//! - A proxy reached over `https://`: the same, inside TLS with the proxy (checked with the
-//!   client's `verify`, as reqwest and curl check it), so an `https://` service is TLS inside
-//!   TLS.
+//! - A proxy reached over `https://`: the same, inside TLS with the proxy, whose certificate is
+//!   checked with the client's one TLS policy (`verify`, `tls.rs`), so an `https://` service is
+//!   TLS inside TLS.
 //!
 //! Which proxy applies is decided as curl and reqwest decide it (hyper-util's matcher:
 //! `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, the system's settings on macOS and
@@ -196,6 +196,11 @@ pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
         .write_all(&request)
         .await
         .map_err(|e| failed(format!("could not be written to: {e}")))?;
+    // Inside TLS with an https:// proxy, part of it may still be held by rustls.
+    stream
+        .flush()
+        .await
+        .map_err(|e| failed(format!("could not be written to: {e}")))?;
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
     // Read a run of bytes at a time, and parsed once its blank line is there (a proxy dripping
@@ -242,7 +247,7 @@ pub(super) async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
                     200..=299 => Ok(()),
                     407 => Err(Error::Configuration(format!(
                         "the proxy {}:{} asks for credentials (407 Proxy Authentication \
-                         Required): put them in the proxy URL, http://user:password@host:port",
+                         Required): put them in the proxy URL, scheme://user:password@host:port",
                         proxy.host, proxy.port
                     ))),
                     _ => Err(failed(format!(
