@@ -354,7 +354,8 @@ def test_an_https_proxy_is_spoken_by_the_direct_transport(
     # Squid logs a tunnel when it closes: the client closed it with its pool.
     assert eventually(lambda: any("CONNECT " in line for line in squid.access_log()))
     log = squid.access_log()
-    assert any(f"POST {sandbox_process.base_url}/v1/chat/messages/send" in line for line in log), log
+    forwarded = f"POST {sandbox_process.base_url}/v1/chat/messages/send"
+    assert any(forwarded in line for line in log), log
     # One tunnel for the three sends: the connection (TLS inside TLS) was pooled and reused.
     tunnels = [line for line in log if f"CONNECT 127.0.0.1:{nginx_server.port}" in line]
     assert len(tunnels) == 1, log

@@ -104,15 +104,16 @@ const SCHEMA: &str = "
 
 /// How the journal's statements are planned, for the session. Each statement finds its messages
 /// by the primary key's first columns, `fingerprint = ANY ($n) AND campaign = $1`, so what it
-/// reads is bounded by the messages it is given, whatever the planner estimates. It estimates badly here: a campaign
-/// fills its journal faster than autovacuum analyzes it. With the campaign first in the key and
-/// each statement planned for its values, the planner took a campaign's rows for a few hundred
-/// and read all of them to write each batch: a campaign of 50,000 messages slowed from 90 µs a
-/// write to 500 as its journal grew, at a fifth of SQLite's speed. Plans are made once per
-/// connection (generic: no planning per batch), never as a sequential scan, which a plan made
-/// while the journal was still empty would otherwise keep once it holds millions, and never
-/// join a batch's messages to its rows by a nested loop: planned for the ten rows it assumes
-/// an array holds, that compared every message with every row, and a batch of 500 took 120 ms.
+/// reads is bounded by the messages it is given, whatever the planner estimates. It estimates
+/// badly here: a campaign fills its journal faster than autovacuum analyzes it. With the
+/// campaign first in the key and each statement planned for its values, the planner took a
+/// campaign's rows for a few hundred and read all of them to write each batch: a campaign of
+/// 50,000 messages slowed from 90 µs a write to 500 as its journal grew, at a fifth of SQLite's
+/// speed. Plans are made once per connection (generic: no planning per batch), never as a
+/// sequential scan, which a plan made while the journal was still empty would otherwise keep
+/// once it holds millions, and never join a batch's messages to its rows by a nested loop:
+/// planned for the ten rows it assumes an array holds, that compared every message with every
+/// row, and a batch of 500 took 120 ms.
 /// (`plan_cache_mode` is PostgreSQL 12's; 11 and older are out of support.)
 const PLANS: &str = "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
                      SET enable_nestloop = off";
@@ -167,7 +168,8 @@ const WRITE_ROWS: &str = "
                 $8::text[], $9::text[], $10::bool[])
          AS u (f, o, s, k, sms, code, msg, clears)
     WHERE m.campaign = $1 AND m.fingerprint = ANY ($3::uuid[])
-      AND m.fingerprint = u.f AND m.occurrence = u.o AND m.run_id = $2 AND m.state NOT IN ('sent', 'rejected')
+      AND m.fingerprint = u.f AND m.occurrence = u.o
+      AND m.run_id = $2 AND m.state NOT IN ('sent', 'rejected')
       AND NOT (m.state IN ('dispatched', 'unknown') AND u.s IN ('failed', 'skipped')
                AND (m.inherited_doubt OR NOT u.clears))";
 
@@ -1201,7 +1203,8 @@ mod tests {
             .unwrap();
         let key: String = client
             .query_one(
-                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'messages_pkey'",
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
+                 WHERE conname = 'messages_pkey'",
                 &[],
             )
             .await
