@@ -27,7 +27,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -156,9 +157,25 @@ async fn read_with_hyper(address: SocketAddr) -> Reading {
     }
 }
 
+/// A loopback address of its own for each case's server. The server closes first, so each case
+/// leaves its connections in TIME_WAIT on the listener's port; at tens of thousands of cases a
+/// minute, listeners all on 127.0.0.1 ran out of ports (`AddrInUse`, with two runs at once).
+/// A port in use on one address is free on the others.
+fn next_loopback() -> Ipv4Addr {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let octet = |value: u32| u8::try_from(value).unwrap();
+    Ipv4Addr::new(
+        127,
+        octet(1 + n / 62_500 % 250),
+        octet(n / 250 % 250),
+        octet(1 + n % 250),
+    )
+}
+
 /// Both clients' reading of `case`.
 async fn read_both(case: Case) -> (Reading, Reading) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = TcpListener::bind((next_loopback(), 0)).await.unwrap();
     let address = listener.local_addr().unwrap();
     let server = tokio::spawn(serve(listener, case, 2));
     let ours = read_with_bizmsg(address).await;
