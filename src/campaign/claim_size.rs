@@ -16,8 +16,6 @@
 //! the size claimed and unsent: that, at most `LARGEST`, and what is in flight are what a
 //! killed run leaves in doubt.
 
-use std::time::Instant;
-
 /// The size a campaign starts with and never goes under: what every claim was before.
 pub const SMALLEST: usize = 64;
 /// The most claimed at once, however fast the campaign goes.
@@ -26,8 +24,8 @@ pub const LARGEST: usize = 1_024;
 #[derive(Debug)]
 pub struct ClaimSize {
     size: usize,
-    /// When the claim being made was asked for; `None` when none is being made.
-    asked_at: Option<Instant>,
+    /// Whether a claim is being made.
+    asking: bool,
     /// Messages dispatched since then.
     dispatched: usize,
     /// Whether the run had nothing claimed left to send while waiting for it.
@@ -40,7 +38,7 @@ impl Default for ClaimSize {
     fn default() -> Self {
         ClaimSize {
             size: SMALLEST,
-            asked_at: None,
+            asking: false,
             dispatched: 0,
             waited: false,
             warm: false,
@@ -61,28 +59,28 @@ impl ClaimSize {
 
     /// A claim was asked for.
     pub fn asked(&mut self) {
-        self.asked_at = Some(Instant::now());
+        self.asking = true;
         self.dispatched = 0;
         self.waited = false;
     }
 
     /// A claimed message was dispatched.
     pub fn dispatched(&mut self) {
-        if self.asked_at.is_some() {
+        if self.asking {
             self.dispatched += 1;
         }
     }
 
     /// The run could have dispatched a message but had none claimed.
     pub fn ran_out(&mut self) {
-        if self.asked_at.is_some() {
+        if self.asking {
             self.waited = true;
         }
     }
 
     /// The claim was answered (or dropped by a stop): the next one's size.
     pub fn answered(&mut self) {
-        if self.asked_at.take().is_none() {
+        if !std::mem::replace(&mut self.asking, false) {
             return;
         }
         // The first claim is waited for whatever the run's speed: it says nothing of it.

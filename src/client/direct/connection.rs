@@ -115,6 +115,14 @@ pub(crate) struct Connector {
     connect_timeout: Duration,
 }
 
+/// TLS over `stream` with the peer `tls` names.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    tls: &(TlsConnector, ServerName<'static>),
+    stream: S,
+) -> io::Result<TlsStream<S>> {
+    tls.0.connect(tls.1.clone(), stream).await
+}
+
 /// A TLS connector and the name its peer must prove, for `host`.
 fn tls_for(
     config: Arc<rustls::ClientConfig>,
@@ -219,21 +227,18 @@ impl Connector {
         };
         let stream = match (&self.proxy_tls, &self.via, &self.tls) {
             // A proxy reached over TLS: forward requests in it, or a tunnel and TLS in it.
-            (Some((to_proxy, proxy_name)), _, None) => Stream::Tls(Box::new(
-                to_proxy
-                    .connect(proxy_name.clone(), tcp)
+            (Some(to_proxy), _, None) => Stream::Tls(Box::new(
+                handshake(to_proxy, tcp)
                     .await
                     .map_err(|e| proxy_failed("TLS handshake failed with", &e))?,
             )),
-            (Some((to_proxy, proxy_name)), Some(via), Some((connector, name))) => {
-                let mut to_proxy = to_proxy
-                    .connect(proxy_name.clone(), tcp)
+            (Some(to_proxy), Some(via), Some(to_service)) => {
+                let mut to_proxy = handshake(to_proxy, tcp)
                     .await
                     .map_err(|e| proxy_failed("TLS handshake failed with", &e))?;
                 proxy::tunnel(&mut to_proxy, via, &self.host, self.port).await?;
                 Stream::Nested(Box::new(
-                    connector
-                        .connect(name.clone(), to_proxy)
+                    handshake(to_service, to_proxy)
                         .await
                         .map_err(|e| failed("TLS handshake failed with", &e))?,
                 ))
@@ -244,13 +249,12 @@ impl Connector {
                 ))
             }
             (None, _, None) => Stream::Plain(tcp),
-            (None, via, Some((connector, name))) => {
+            (None, via, Some(to_service)) => {
                 if let Some(via) = via {
                     proxy::tunnel(&mut tcp, via, &self.host, self.port).await?;
                 }
                 Stream::Tls(Box::new(
-                    connector
-                        .connect(name.clone(), tcp)
+                    handshake(to_service, tcp)
                         .await
                         .map_err(|e| failed("TLS handshake failed with", &e))?,
                 ))
