@@ -371,7 +371,11 @@ class HostileServer:
         head = bytes(buffered[:end]).decode("latin-1")
         rest = buffered[end + 4:]
         request_line, *lines = head.split("\r\n")
-        method, target, _ = request_line.split(" ", 2)
+        try:
+            method, target, _ = request_line.split(" ", 2)
+        except ValueError:
+            # Not HTTP/1.1 (the rest of an HTTP/2 preface, say): the connection ends.
+            raise _Ended from None
         headers: dict[str, str] = {}
         for line in lines:
             name, _, value = line.partition(":")

@@ -107,6 +107,16 @@ def test_unusable_base_urls_are_refused(base_url: str) -> None:
         bizmsg.Client("t", base_url=base_url)
 
 
+@pytest.mark.parametrize("base_url", ["https://user:s3cret@api.example.com",
+                                      "https://user@api.example.com", "http://:s3cret@127.0.0.1:9"])
+def test_a_base_url_with_credentials_is_refused_without_showing_them(base_url: str) -> None:
+    """The service authenticates with the token: a user or password in ``base_url`` was used for
+    nothing, and shown by ``repr(client)`` and by errors naming the service."""
+    with pytest.raises(bizmsg.ConfigurationError, match="must not carry a user or password") as e:
+        bizmsg.Client("t", base_url=base_url)
+    assert "s3cret" not in str(e.value)
+
+
 def test_a_base_url_path_prefix_is_kept(sandbox: Sandbox) -> None:
     with bizmsg.Client(sandbox.token, base_url=sandbox.base_url + "/gateway/", max_retries=0) as c:
         assert c.base_url == sandbox.base_url + "/gateway"
@@ -622,3 +632,19 @@ def test_the_direct_transport_forced_with_a_proxy_uses_it_or_refuses_it(
     assert sandbox.requests() == []
     with pytest.raises(bizmsg.ConfigurationError, match="SOCKS"):
         bizmsg.Client("t", base_url="https://api.example.com", proxy="socks5://127.0.0.1:1080")
+
+
+def test_the_http2_transport_refuses_a_plain_http_service_behind_a_proxy(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
+) -> None:
+    """``BIZMSG_TRANSPORT=proxied`` speaks HTTP/2 only, which an HTTP proxy does not forward:
+    a plain http:// service behind a proxy is refused when the client is made, naming the
+    proxy without its password; without a proxy it speaks h2c to the sandbox."""
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    with pytest.raises(bizmsg.ConfigurationError, match="HTTP/2 only") as refused:
+        sandbox.client(proxy=f"http://user:s3cret@127.0.0.1:{free_port()}")
+    assert "s3cret" not in str(refused.value)
+    assert "http://127.0.0.1:" in str(refused.value)
+    with sandbox.client() as client:
+        assert client._native.transport == "proxied"
+        assert client.business_accounts.list().data

@@ -100,7 +100,8 @@ class NativeClient:
     @property
     def transport(self) -> str:
         """``"direct"`` (bizmsg's own HTTP/1.1 connections, through a proxy too) or
-        ``"proxied"`` (through reqwest, only when ``BIZMSG_TRANSPORT=proxied`` forces it)."""
+        ``"proxied"`` (reqwest speaking HTTP/2 only, when ``BIZMSG_TRANSPORT=proxied`` forces
+        it)."""
 
     @property
     def base_url(self) -> str:

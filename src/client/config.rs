@@ -141,26 +141,36 @@ impl ClientConfig {
 /// bearer token would otherwise cross a network in clear text.
 pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
     let trimmed = text.trim();
+    // Shown in errors without a password, whatever else is wrong with it.
+    let shown = crate::limits::redact_url(trimmed);
     let mut url = Url::parse(trimmed)
-        .map_err(|e| Error::Configuration(format!("base_url {trimmed:?} is not a URL: {e}")))?;
+        .map_err(|e| Error::Configuration(format!("base_url {shown:?} is not a URL: {e}")))?;
     match url.scheme() {
         "https" => {}
         "http" if allow_insecure_http || is_loopback(&url) => {}
         "http" => {
             return Err(Error::Configuration(format!(
-                "base_url {trimmed:?} uses plain http:// to a host that is not loopback, which \
+                "base_url {shown:?} uses plain http:// to a host that is not loopback, which \
                  would send the token unencrypted; use https:// or pass allow_insecure_http=True"
             )))
         }
         other => {
             return Err(Error::Configuration(format!(
-                "base_url {trimmed:?} has scheme {other:?}; use https:// (or http:// to loopback)"
+                "base_url {shown:?} has scheme {other:?}; use https:// (or http:// to loopback)"
             )))
         }
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(Error::Configuration(format!(
-            "base_url {trimmed:?} must not have a query or fragment"
+            "base_url {shown:?} must not have a query or fragment"
+        )));
+    }
+    // It would be shown by every error and repr that names the service, and sent nowhere: the
+    // service authenticates with the bearer token.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::Configuration(format!(
+            "base_url {shown:?} must not carry a user or password: the service authenticates \
+             with the token"
         )));
     }
     // Endpoints are joined onto the base, so it must end in `/` to keep any path prefix.
@@ -206,6 +216,22 @@ mod tests {
         assert!(base_url("ftp://x", true).is_err());
         assert!(base_url("not a url", true).is_err());
         assert!(base_url("https://h/?a=1", true).is_err());
+        for with_credentials in [
+            "https://user:s3cret@h/",
+            "https://user@h/",
+            "https://:s3cret@h/",
+        ] {
+            let refused = base_url(with_credentials, false).unwrap_err().to_string();
+            assert!(
+                refused.contains("must not carry a user or password"),
+                "{refused}"
+            );
+            assert!(!refused.contains("s3cret"), "{refused}");
+        }
+        let typo = base_url("ftp://user:s3cret@h/", false)
+            .unwrap_err()
+            .to_string();
+        assert!(!typo.contains("s3cret"), "{typo}");
     }
 
     #[test]

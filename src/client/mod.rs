@@ -8,6 +8,7 @@ mod direct;
 mod error_body;
 mod execute;
 mod gate;
+mod idle_limit;
 mod meta;
 mod operation;
 mod per_runtime;
@@ -237,7 +238,7 @@ impl Client {
         self.shared.transport.is_closed()
     }
 
-    /// Which transport the client chose (direct HTTP/1.1, or reqwest through a proxy).
+    /// Which transport the client uses (bizmsg's own HTTP/1.1, or reqwest's HTTP/2 when forced).
     pub fn transport_kind(&self) -> TransportKind {
         self.shared.transport.kind()
     }

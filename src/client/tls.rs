@@ -15,8 +15,8 @@ use crate::error::{Error, Result};
 
 /// ALPN for the direct transport: it speaks HTTP/1.1 only.
 pub(crate) const ALPN_HTTP1: &[&[u8]] = &[b"http/1.1"];
-/// ALPN for the proxied transport (reqwest), which can also speak HTTP/2.
-pub(crate) const ALPN_H2_HTTP1: &[&[u8]] = &[b"h2", b"http/1.1"];
+/// ALPN for the HTTP/2 transport (reqwest, when forced): it speaks HTTP/2 only.
+pub(crate) const ALPN_H2: &[&[u8]] = &[b"h2"];
 
 /// The rustls configuration for `verify`, offering the `alpn` protocols.
 pub(crate) fn config(verify: &Verify, alpn: &[&[u8]]) -> Result<RustlsConfig> {

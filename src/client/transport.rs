@@ -7,8 +7,9 @@
 //!   Through a proxy too, `http://` or `https://` (`proxy=`, or `HTTPS_PROXY`/`HTTP_PROXY`/
 //!   `ALL_PROXY` and `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT`
 //!   tunnel for `https://` (`direct/proxy.rs`).
-//! - **proxied** (`proxied.rs`): reqwest, for HTTP/2, only when `BIZMSG_TRANSPORT=proxied`
-//!   forces it. SOCKS is refused (`direct/proxy.rs`): reqwest is built without it.
+//! - **proxied** (`proxied/`): reqwest speaking HTTP/2 only, when `BIZMSG_TRANSPORT=proxied`
+//!   forces it: it never reads an HTTP/1.1 answer. SOCKS is refused (`direct/proxy.rs`):
+//!   reqwest is built without it.
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
 //! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
@@ -75,21 +76,20 @@ impl Transport {
         let https = base.scheme() == "https";
         let local_plain_http = !https && super::config::is_loopback(base);
         let forced = forced_kind()?;
-        // Checked whatever the transport (a proxy no transport speaks is refused), though
-        // reqwest, when forced, decides the proxy again itself.
-        let proxy = match (forced, proxy_for(base, config.proxy.as_deref())?) {
-            (Some(TransportKind::Proxied), _) => ProxyChoice::Other,
-            (_, proxy) => proxy,
-        };
+        // Decided whatever the transport: a proxy no transport speaks is refused, and the
+        // HTTP/2 transport cannot reach a plain http:// service through one.
+        let proxy = proxy_for(base, config.proxy.as_deref())?;
         let via = match (forced, proxy) {
-            (Some(TransportKind::Proxied), _) | (None, ProxyChoice::Other) => None,
-            (Some(TransportKind::Direct), ProxyChoice::Other) => {
-                return Err(Error::Configuration(
-                    "BIZMSG_TRANSPORT=direct cannot use this proxy (it names no host): unset \
-                     BIZMSG_TRANSPORT"
-                        .to_owned(),
-                ))
+            (Some(TransportKind::Proxied), ProxyChoice::Http(via)) if !https => {
+                return Err(Error::Configuration(format!(
+                    "BIZMSG_TRANSPORT=proxied speaks HTTP/2 only, which cannot reach the plain \
+                     http:// service {} through the proxy {}: an HTTP proxy forwards \
+                     HTTP/1.1 (unset BIZMSG_TRANSPORT, or use https://)",
+                    crate::limits::redact_url(base.as_str()),
+                    via.shown()
+                )))
             }
+            (Some(TransportKind::Proxied), _) => None,
             (_, ProxyChoice::Http(via)) => Some(Some(via)),
             (_, ProxyChoice::None) => Some(None),
         };
@@ -118,7 +118,7 @@ impl Transport {
             }
             None => {
                 let tls = if https {
-                    Some(tls::config(&config.verify, tls::ALPN_H2_HTTP1)?)
+                    Some(tls::config(&config.verify, tls::ALPN_H2)?)
                 } else {
                     None
                 };

@@ -1,5 +1,6 @@
-//! The [`Sandbox`] handle and the network side: the accept loop, one task per HTTP/1.1
-//! keep-alive connection, cutting a connection on a fault, and shutdown.
+//! The [`Sandbox`] handle and the network side: the accept loop, one task per connection
+//! (HTTP/1.1 with keep-alive, or HTTP/2 without TLS by prior knowledge, told apart by its first
+//! bytes), cutting a connection on a fault, and shutdown.
 
 use std::io;
 use std::net::SocketAddr;
@@ -7,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper::server::conn::http1;
 use hyper::service::Service as _;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -23,6 +24,13 @@ use super::state::Shared;
 /// hyper's header-read timeout also bounds how long an idle keep-alive connection is kept:
 /// explicit, so clients can keep their pool idle timeout below it (docs/sandbox.md).
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a new connection may take to send its first bytes (the same limit; shorter in
+/// `cargo test`, which checks it).
+const FIRST_BYTES_TIMEOUT: Duration = if cfg!(test) {
+    Duration::from_millis(500)
+} else {
+    IDLE_CONNECTION_TIMEOUT
+};
 
 /// Lets a request handler drop the connection it arrived on without answering. Put into every
 /// request's extensions by the connection task.
@@ -238,6 +246,19 @@ async fn serve_connection(
 ) {
     // Small JSON answers: do not let Nagle hold them back.
     let _ = stream.set_nodelay(true);
+    // The auto builder reads a connection's first bytes to tell HTTP/1.1 from HTTP/2, with no
+    // timer of its own: a connection that sends nothing is closed after the idle limit, as one
+    // that sends no HTTP/1.1 head would be.
+    let mut first = [0u8; 1];
+    tokio::select! {
+        peeked = tokio::time::timeout(FIRST_BYTES_TIMEOUT, stream.peek(&mut first)) => {
+            // Nothing in time, the client gone (0), or an error: nothing to serve.
+            if !matches!(peeked, Ok(Ok(1..))) {
+                return;
+            }
+        }
+        () = stopped(&mut stop) => return,
+    }
     let cut = Arc::new(Notify::new());
     let signal = CutSignal(cut.clone());
     let service = TowerToHyperService::new(router);
@@ -246,11 +267,17 @@ async fn serve_connection(
         request.extensions_mut().insert(number);
         service.call(request)
     });
-    let connection = http1::Builder::new()
+    // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=proxied), whose tests
+    // run on the sandbox as the direct transport's do. A cut drops every stream of the
+    // connection: in those tests one request is in flight per connection when it matters.
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(IDLE_CONNECTION_TIMEOUT)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
+        .keep_alive(true);
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
     // Leaving the select drops the connection, closing the socket mid-exchange if need be.
     tokio::select! {
         served = connection => {
@@ -307,6 +334,45 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!(taken.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_after_a_while() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let mut stream = TcpStream::connect(sandbox.local_addr()).await.unwrap();
+        let opened = std::time::Instant::now();
+        let mut buffer = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await;
+        assert_eq!(read.unwrap().unwrap(), 0, "closed without a byte");
+        assert!(opened.elapsed() >= FIRST_BYTES_TIMEOUT);
+    }
+
+    #[tokio::test]
+    async fn serves_http2_without_tls_by_prior_knowledge() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .http2_prior_knowledge()
+            .build()
+            .unwrap();
+        let url = format!("{}/v1/chat/businessAccounts?pageSize=1", sandbox.base_url());
+        for _ in 0..3 {
+            let answer = client
+                .get(&url)
+                .bearer_auth(sandbox.token())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+            assert_eq!(answer.status(), 200);
+        }
+        // Three streams on one connection.
+        let connections: std::collections::HashSet<u64> = sandbox
+            .requests()
+            .iter()
+            .map(|request| request.connection)
+            .collect();
+        assert_eq!(connections.len(), 1);
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 """HAProxy (Debian's 2.6) in front of an upstream (a sandbox), with
 ``timeout http-keep-alive 500ms``: an idle client connection is closed after half a second, the
 second keep-alive race of issue 17. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
-instead (HTTP/1.1 by ALPN). ``tcp=True`` relays bytes instead of HTTP: with ``tls``, TLS in
-front of a plain server, such as Squid, which then is an ``https://`` proxy.
+instead (HTTP/1.1 by ALPN). ``h2=True`` speaks HTTP/2 without TLS (h2c, by prior knowledge)
+instead of HTTP/1.1, for the HTTP/2 transport. ``tcp=True`` relays bytes instead of HTTP: with
+``tls``, TLS in front of a plain server, such as Squid, which then is an ``https://`` proxy.
 
 Run in the foreground (``-db``), one process, stopped by its PID. HAProxy's own idle pool
 toward the upstream is purged well under the sandbox's 60 s limit.
@@ -61,7 +62,7 @@ class HAProxyServer:
     ``upstream`` is ``host:port``."""
 
     def __init__(self, upstream: str, *, keepalive: str = "500ms", tls: TLSFiles | None = None,
-                 tcp: bool = False) -> None:
+                 tcp: bool = False, h2: bool = False) -> None:
         self.program = find_program("haproxy", package="haproxy")
         self.upstream = upstream
         self.keepalive = keepalive
@@ -71,6 +72,9 @@ class HAProxyServer:
         self.ca_path = tls.ca_path if tls else None
         self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-haproxy-"))
         ssl = f" ssl crt {tls.combined_path} alpn http/1.1" if tls else ""
+        if h2:
+            assert tls is None and not tcp, "h2=True is HTTP/2 without TLS"
+            ssl = " proto h2"
         (self.dir / "haproxy.cfg").write_text((_TCP_CONF if tcp else _CONF).format(
             keepalive=keepalive, port=self.port, ssl=ssl, upstream=upstream))
         self.process: ServerProcess | None = None

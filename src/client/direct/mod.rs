@@ -5,8 +5,8 @@
 //!
 //! - `codec.rs`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
 //! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
-//! - `pool.rs`: the idle connections and which one a request takes;
-//! - `idle_limit.rs`: what the pool learns of how long the server keeps a connection idle;
+//! - `pool.rs`: the idle connections and which one a request takes, under what the transport
+//!   learned of the server's idle limit (`../idle_limit.rs`);
 //! - `proxy.rs`: an HTTP proxy in between, `http://` or `https://` (forward requests,
 //!   `CONNECT` tunnels).
 
@@ -14,7 +14,6 @@ mod codec;
 mod connection;
 #[cfg(test)]
 mod differential;
-mod idle_limit;
 mod pool;
 mod proxy;
 
@@ -23,12 +22,12 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
+use super::idle_limit::IdleLimit;
 use super::per_runtime::PerRuntime;
 use super::request::Outgoing;
 use super::transport::Reply;
 use crate::error::{Error, Result};
 use connection::{Conn, Connector, RequestHead};
-use idle_limit::IdleLimit;
 
 pub(crate) use codec::check_any_answer;
 pub(crate) use pool::IDLE_TIMEOUT;
@@ -39,7 +38,7 @@ pub(crate) struct DirectTransport {
     /// `Host` (`host[:port]`, as HTTP/1.1 requires in every request), and what a proxy needs.
     head: RequestHead,
     idle: PerRuntime<Conn>,
-    /// What the pool learned of the server's idle limit (`idle_limit.rs`).
+    /// What the pool learned of the server's idle limit (`../idle_limit.rs`).
     learning: IdleLimit,
 }
 

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::connection::Conn;
-use super::idle_limit::IdleLimit;
+use crate::client::idle_limit::IdleLimit;
 use crate::client::per_runtime::PerRuntime;
 
 /// How long an idle connection is kept: below the idle limits of the usual servers in front of

@@ -36,11 +36,21 @@ pub(crate) struct ViaProxy {
     pub(super) authorization: Option<HeaderValue>,
 }
 
+impl ViaProxy {
+    /// `scheme://host:port`: never the credentials.
+    pub(crate) fn shown(&self) -> String {
+        let scheme = if self.secure { "https" } else { "http" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
 impl std::fmt::Debug for ViaProxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the credentials.
-        let scheme = if self.secure { "https" } else { "http" };
-        write!(f, "ViaProxy({scheme}://{}:{})", self.host, self.port)
+        write!(f, "ViaProxy({})", self.shown())
     }
 }
 
@@ -51,9 +61,6 @@ pub(crate) enum ProxyChoice {
     None,
     /// An `http://` or `https://` proxy, which the direct transport speaks.
     Http(ViaProxy),
-    /// A proxy the direct transport cannot use (one without a host), left to reqwest when
-    /// forced (`BIZMSG_TRANSPORT=proxied`).
-    Other,
 }
 
 /// The proxy for requests to `base`: `explicit` (`proxy=`, bypassed for the hosts in
@@ -123,7 +130,10 @@ fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
         }
     };
     let Some(host) = uri.host() else {
-        return Ok(ProxyChoice::Other);
+        return Err(Error::Configuration(format!(
+            "the proxy {}://… names no host: expected http://[user:password@]host:port",
+            uri.scheme_str().unwrap_or("?")
+        )));
     };
     Ok(ProxyChoice::Http(ViaProxy {
         host: host

@@ -1,4 +1,6 @@
-//! What the pool learns of how long the server keeps an idle connection open.
+//! What a transport learns of how long the server keeps an idle connection open: the direct
+//! transport's pool (`direct/pool.rs`), and the HTTP/2 transport (`proxied/idleness.rs`), whose
+//! connection is reqwest's.
 //!
 //! The keep-alive race: a request written on a pooled connection just as the server closes it
 //! for being idle is lost, and the send's outcome is unknown (the server may, for all the
@@ -30,7 +32,7 @@ const SHORTEST_LIMIT: Duration = Duration::from_millis(50);
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
 #[derive(Debug)]
-pub(super) struct IdleLimit {
+pub(crate) struct IdleLimit {
     /// The shortest idleness (ms) after which a connection was found closed by the server;
     /// `u64::MAX` while none was.
     closed_after: AtomicU64,
@@ -52,7 +54,7 @@ impl Default for IdleLimit {
 impl IdleLimit {
     /// How long a connection may stay idle and still be reused, as far as the pool learned:
     /// `None` until the server closed one (or since it was forgotten).
-    pub(super) fn learned(&self) -> Option<Duration> {
+    pub(crate) fn learned(&self) -> Option<Duration> {
         let closed = self.closed_after.load(Ordering::Acquire);
         if closed == u64::MAX {
             return None;
@@ -75,7 +77,7 @@ impl IdleLimit {
 
     /// The limit a close after `idle` would teach (see [`IdleLimit::closed`]), without
     /// teaching it: for the connections still to be judged in the same checkout.
-    pub(super) fn after_close(idle: Duration) -> Option<Duration> {
+    pub(crate) fn after_close(idle: Duration) -> Option<Duration> {
         let idle = millis(idle);
         (idle >= millis(SHORTEST_LIMIT)).then(|| Duration::from_millis(idle.saturating_mul(3) / 4))
     }
@@ -83,7 +85,7 @@ impl IdleLimit {
     /// A connection idle for `idle` was found closed by the server (at checkout, or ended
     /// without an answer to the request written on it). Not called under the pool's lock: it
     /// may log, and a log record may wait for Python's GIL.
-    pub(super) fn closed(&self, idle: Duration) {
+    pub(crate) fn closed(&self, idle: Duration) {
         let idle = millis(idle);
         if idle < millis(SHORTEST_LIMIT) {
             return;

@@ -1,24 +1,59 @@
-//! The proxied transport: requests go through reqwest, which implements HTTP(S) proxies (from
-//! `proxy=`, the environment, or the system's settings, honouring `NO_PROXY`) and may speak
-//! HTTP/2. reqwest's own retries and redirects are off: every retry is the attempt loop's.
+//! The HTTP/2 transport (named `proxied` for its history: `BIZMSG_TRANSPORT=proxied` forces it):
+//! requests go through reqwest, speaking HTTP/2 only (ALPN `h2` over TLS, prior knowledge over
+//! plain `http://`), through an HTTP proxy's `CONNECT` tunnel where one applies (`proxy=`, the
+//! environment, or the system's settings, honouring `NO_PROXY`).
+//!
+//! Never HTTP/1.1: every HTTP/1.1 answer is read by bizmsg's own codec (`direct/`), with its
+//! caps on interim answers and on bytes on the wire, which hyper's HTTP/1.1 client lacks (an
+//! endless run of `100 Continue`, or chunk sizes padded without end, would hold it until the
+//! timeout). A server that does not speak HTTP/2 fails the call as a broken connection.
+//! reqwest's own retries and redirects are off: every retry is the attempt loop's.
+//!
+//! - `idleness.rs`: how long the connection had been idle when a call went out on it, which the
+//!   keep-alive race is about (as the direct transport's pool, it learns the server's idle
+//!   limit, `../idle_limit.rs`).
+
+mod idleness;
 
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
 
 use super::direct::IDLE_TIMEOUT;
+use super::idle_limit::IdleLimit;
 use super::per_runtime::PerRuntime;
 use super::request::Outgoing;
 use super::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
+use idleness::{CountConnections, Idleness, InFlight};
 
 pub(crate) struct ProxiedTransport {
     settings: ProxiedSettings,
     /// One reqwest client per runtime (its connections belong to that runtime's reactor).
-    clients: PerRuntime<reqwest::Client>,
+    clients: PerRuntime<Pooled>,
+    /// What the transport learned of the server's idle limit (`../idle_limit.rs`).
+    learning: IdleLimit,
 }
+
+/// A reqwest client (its one HTTP/2 connection to the service), and how idle that is.
+#[derive(Clone)]
+struct Pooled {
+    client: reqwest::Client,
+    idleness: Arc<Idleness>,
+}
+
+impl Pooled {
+    fn is(&self, other: &Pooled) -> bool {
+        Arc::ptr_eq(&self.idleness, &other.idleness)
+    }
+}
+
+/// A request written on a connection that woke from idleness and ended without an answer
+/// within this is taken as lost to the server's idle close (the direct transport's rule).
+const LOST_WITHIN: Duration = Duration::from_secs(1);
 
 struct ProxiedSettings {
     connect_timeout: Duration,
@@ -43,35 +78,33 @@ impl ProxiedTransport {
             local_plain_http,
         };
         // Built once now, so a bad proxy URL is refused when the client is made.
-        settings.build()?;
+        settings.build(None)?;
         Ok(ProxiedTransport {
             settings,
             clients: PerRuntime::new(),
+            learning: IdleLimit::default(),
         })
     }
 
     pub(crate) async fn send(&self, request: Outgoing, limit: u64) -> Result<Reply> {
-        // A sync call's runtime does not run between calls: the idle connections' tasks have
-        // not seen what arrived on their sockets meanwhile, and would take an answer nobody
-        // asked for (or the server's close) for this request's. Letting the runtime turn once
-        // first polls its I/O driver, so each idle connection reads what is there, and one
-        // that received anything is closed (hyper refuses bytes on an idle connection) before
-        // the pool lends it. On a shared runtime, the same turn lets a connection whose close
+        // A sync call's runtime does not run between calls: an idle connection's task has not
+        // seen what arrived on its socket meanwhile (a GOAWAY, the server's close), and the
+        // pool would lend it for this request. Letting the runtime turn once first polls its
+        // I/O driver, so the connection reads what is there and, if it is going away, is no
+        // longer lent. On a shared runtime, the same turn lets a connection whose close
         // arrived just now be seen closed, where its task is this worker's.
         tokio::task::yield_now().await;
         let mut request = request;
         let mut refused = 0;
         loop {
-            let client = match self.clients.with(|list| list.first().cloned()) {
-                Some(client) => client,
-                None => {
-                    let client = self.settings.build()?;
-                    self.clients.with(|list| list.push(client.clone()));
-                    client
-                }
-            };
+            let pooled = self.pooled()?;
             let spare = request.again();
-            match send_proxied(&client, request, limit).await {
+            let started = Instant::now();
+            let mut call = pooled.idleness.begin();
+            let sent = send_proxied(&pooled.client, request, limit, &mut call).await;
+            let woken_after = call.woken_after();
+            drop(call);
+            match sent {
                 // Provably not processed (RFC 9113 8.7): at once, on a new stream or
                 // connection, outside the retry budget (a server closing a connection every 50
                 // streams, as nginx does, would otherwise spend it).
@@ -79,28 +112,79 @@ impl ProxiedTransport {
                     refused += 1;
                     request = spare;
                 }
+                // Written on a connection woken from idleness, which failed under it at once
+                // with no answer's head: the server was most likely closing it for its
+                // idleness. The transport learns the server's limit from it, and the send is
+                // `StaleConnection` (sent once more with its key under `idempotent_sends`). Its
+                // client goes, so any next attempt is made on a connection opened after this.
+                // (An interim answer, which h2 skips unseen, would not be told apart: the
+                // direct transport, which sees it, does not call such a loss stale.)
+                Err(Untrusted::Lost(error)) => {
+                    self.forget(&pooled);
+                    return Err(match (woken_after, error) {
+                        (Some(idle), Error::ConnectionBroken(why))
+                            if started.elapsed() < LOST_WITHIN =>
+                        {
+                            self.learning.closed(idle);
+                            Error::StaleConnection(why)
+                        }
+                        (_, error) => error,
+                    });
+                }
                 other => return self.judged(other),
             }
         }
     }
 
+    /// The runtime's client, or a new one when there is none or the one there has been idle
+    /// for longer than the server was seen to allow (its connection would be closing). Made
+    /// under the list's lock, so the calls of a burst that find none share the one made.
+    fn pooled(&self) -> Result<Pooled> {
+        let limit = self.learning.learned();
+        self.clients.with(|list| {
+            let too_idle = |pooled: &Pooled| {
+                limit.is_some_and(|limit| {
+                    pooled.idleness.idle_now().is_some_and(|idle| idle > limit)
+                })
+            };
+            if list.first().is_some_and(too_idle) {
+                list.clear();
+            }
+            if let Some(pooled) = list.first() {
+                return Ok(pooled.clone());
+            }
+            let idleness = Arc::new(Idleness::default());
+            let made = Pooled {
+                client: self
+                    .settings
+                    .build(Some(CountConnections(idleness.clone())))?,
+                idleness,
+            };
+            list.push(made.clone());
+            Ok(made)
+        })
+    }
+
+    /// Drops `pooled` from the runtime's list, unless another took its place already.
+    fn forget(&self, pooled: &Pooled) {
+        self.clients
+            .with(|list| list.retain(|other| !other.is(pooled)));
+    }
+
     /// What a proxied call's answer (or failure) means for the caller and for the pool.
-    fn judged(&self, sent: std::result::Result<(Reply, bool), Untrusted>) -> Result<Reply> {
+    fn judged(&self, sent: std::result::Result<Reply, Untrusted>) -> Result<Reply> {
         match sent {
-            Err(Untrusted::Refused(error)) => Err(error),
+            Err(Untrusted::Refused(error))
+            | Err(Untrusted::Call(error))
+            | Err(Untrusted::Lost(error)) => Err(error),
             Err(Untrusted::Connection(error)) => {
-                // Its connection is out of step or may be: hyper would keep it in the pool,
-                // so the pool goes (the next call makes a new one). Rare: hostile answers only.
+                // A server that sends such an answer cannot be trusted with the next request:
+                // hyper would keep its connection in the pool, so the pool goes (the next
+                // call makes a new one). Rare: hostile answers only.
                 self.clients.with(Vec::clear);
                 Err(error)
             }
-            Err(Untrusted::Call(error)) => Err(error),
-            Ok((reply, reusable)) => {
-                if !reusable {
-                    self.clients.with(Vec::clear);
-                }
-                Ok(reply)
-            }
+            Ok(reply) => Ok(reply),
         }
     }
 
@@ -120,6 +204,9 @@ enum Untrusted {
     Refused(Error),
     /// The answer could not be trusted, nor the connection it came on.
     Connection(Error),
+    /// The connection failed under the request (an I/O error of HTTP/2's connection: broken
+    /// pipe, reset, end of stream) before any answer to it.
+    Lost(Error),
 }
 
 impl From<Error> for Untrusted {
@@ -128,26 +215,28 @@ impl From<Error> for Untrusted {
     }
 }
 
-/// The answer, and whether its connection may be reused.
 async fn send_proxied(
     client: &reqwest::Client,
     request: Outgoing,
     limit: u64,
-) -> std::result::Result<(Reply, bool), Untrusted> {
+    call: &mut InFlight<'_>,
+) -> std::result::Result<Reply, Untrusted> {
     let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
         .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
     let response = client.execute(request).await.map_err(|error| {
         if refused_by_http2(&error) {
             Untrusted::Refused(Error::Connect(chain(&error)))
+        } else if lost_with_connection(&error) {
+            Untrusted::Lost(reqwest_error(error))
         } else {
             Untrusted::Call(reqwest_error(error))
         }
     })?;
+    call.answered();
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
     // Judged as the direct transport judges them (`direct/codec.rs`): a status that is no
-    // HTTP status, or a 101 no request asked for, is no answer; an HTTP/1.1 answer framed
-    // by both Content-Length and Transfer-Encoding leaves its connection out of step.
+    // HTTP status (h2 carries any three digits), or a 101 no request asked for, is no answer.
     let status = parts.status.as_u16();
     if !(100..=599).contains(&status) || status == 101 {
         return Err(Untrusted::Connection(Error::ConnectionBroken(format!(
@@ -155,8 +244,6 @@ async fn send_proxied(
              protocols; HTTP statuses are 100 to 599)"
         ))));
     }
-    let both_framings = parts.headers.contains_key(http::header::CONTENT_LENGTH)
-        && parts.headers.contains_key(http::header::TRANSFER_ENCODING);
     let declared = http_body::Body::size_hint(&body).exact();
     let (body, oversized) = read_limited(&mut body, declared, limit).await?;
 
@@ -167,21 +254,21 @@ async fn send_proxied(
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned)
     };
-    let reply = Reply {
+    Ok(Reply {
         status: parts.status.as_u16(),
         request_id: text(http::HeaderName::from_static("x-request-id")),
         retry_after: text(http::header::RETRY_AFTER),
         body,
         oversized,
-    };
-    // The answer stands (Transfer-Encoding wins, RFC 9112 6.3); only its connection is not
-    // reused, as a direct one would not be.
-    Ok((reply, !both_framings))
+    })
 }
 
 impl ProxiedSettings {
-    fn build(&self) -> Result<reqwest::Client> {
+    fn build(&self, counting: Option<CountConnections>) -> Result<reqwest::Client> {
         let mut builder = reqwest::Client::builder()
+            // HTTP/2 only, over TLS (with ALPN `h2` alone, `tls::ALPN_H2`) and without it:
+            // never hyper's HTTP/1.1 reader (see the module's comment).
+            .http2_prior_knowledge()
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true)
             .pool_idle_timeout(IDLE_TIMEOUT)
@@ -192,6 +279,9 @@ impl ProxiedSettings {
             .retry(reqwest::retry::never());
         if let Some(tls) = &self.tls {
             builder = builder.tls_backend_preconfigured(tls.clone());
+        }
+        if let Some(counting) = counting {
+            builder = builder.connector_layer(counting);
         }
         if let Some(proxy) = &self.proxy {
             let proxy = reqwest::Proxy::all(proxy.as_str())
@@ -232,6 +322,29 @@ fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
             let graceful = h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR);
             let refused = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
             return h2.is_remote() && (graceful || refused);
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// The HTTP/2 connection failed on its socket (the server closed or reset it) under a stream:
+/// h2's I/O error, which hyper hands on as the `io::Error` it carries.
+fn lost_with_connection(error: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return h2.is_io();
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ErrorKind::BrokenPipe
+                    | ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::UnexpectedEof
+            );
         }
         source = cause.source();
     }
