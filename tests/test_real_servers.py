@@ -23,8 +23,9 @@ What is asserted, always (correctness, never timing):
 What is reported: the number of unknowns, and how many of them had never arrived (printed in
 the terminal summary, and written as JSON to ``$BIZMSG_REPORT_DIR`` or the test's temporary
 folder). It is asserted too (``UNKNOWN_LIMIT_PER_12800``), on both transports; each learns the
-server's idle limit from the first connection it finds closed (``src/client/idle_limit.rs``;
-the HTTP/2 transport's idleness: ``src/client/proxied/idleness.rs``); see
+server's idle limit (``src/client/idle_limit.rs``): the direct pool from the first connection
+it finds closed, the HTTP/2 transport, which sees its calls and not its connection's close,
+from the first burst lost to it (``src/client/proxied/idleness.rs``); see
 ``UNKNOWN_LIMIT_PER_12800`` for what remains. Squid (``client_idle_pconn_timeout 1 second``) stands for a corporate forward proxy.
 
 Size: 2,000 sends per server and transport by default (16 bursts, about 17 s through nginx and

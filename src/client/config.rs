@@ -141,8 +141,16 @@ impl ClientConfig {
 /// bearer token would otherwise cross a network in clear text.
 pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
     let trimmed = text.trim();
-    // Shown in errors without a password, whatever else is wrong with it.
-    let shown = crate::limits::redact_url(trimmed);
+    // Shown in errors without a user or password (a token is sometimes put there as the
+    // user), whatever else is wrong with it.
+    let shown = match Url::parse(trimmed) {
+        Ok(mut url) if url.has_host() => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        _ => crate::limits::redact_url(trimmed),
+    };
     let mut url = Url::parse(trimmed)
         .map_err(|e| Error::Configuration(format!("base_url {shown:?} is not a URL: {e}")))?;
     match url.scheme() {
@@ -218,7 +226,8 @@ mod tests {
         assert!(base_url("https://h/?a=1", true).is_err());
         for with_credentials in [
             "https://user:s3cret@h/",
-            "https://user@h/",
+            "https://s3cret@h/",
+            "https://s3cret:@h/",
             "https://:s3cret@h/",
         ] {
             let refused = base_url(with_credentials, false).unwrap_err().to_string();

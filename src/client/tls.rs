@@ -70,6 +70,21 @@ pub(crate) fn config(verify: &Verify, alpn: &[&[u8]]) -> Result<RustlsConfig> {
     Ok(config)
 }
 
+/// A configuration for a client that never speaks TLS (the HTTP/2 transport to a plain
+/// `http://` service, which goes through no proxy): it trusts nothing. Given to reqwest so it
+/// does not load the system's trust store each time it builds a client (reading files, and
+/// logging what it cannot parse, on a tokio worker).
+pub(crate) fn never_used() -> Result<RustlsConfig> {
+    let builder = RustlsConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Configuration(format!("TLS setup failed: {e}")))?;
+    let mut config = builder
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    config.alpn_protocols = ALPN_H2.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
 /// The process default if the application installed one, else aws-lc-rs (what reqwest uses).
 fn provider() -> Arc<CryptoProvider> {
     CryptoProvider::get_default()

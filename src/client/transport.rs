@@ -117,10 +117,11 @@ impl Transport {
                 )?)
             }
             None => {
+                // Plain http:// to the HTTP/2 transport goes through no proxy: no TLS at all.
                 let tls = if https {
-                    Some(tls::config(&config.verify, tls::ALPN_H2)?)
+                    tls::config(&config.verify, tls::ALPN_H2)?
                 } else {
-                    None
+                    tls::never_used()?
                 };
                 Route::Proxied(Box::new(ProxiedTransport::new(
                     connect_timeout,

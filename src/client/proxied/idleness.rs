@@ -3,11 +3,13 @@
 //!
 //! An HTTP/2 connection carries every call at once, so it is idle exactly while no call is in
 //! flight. A call that begins with none in flight wakes it after the idleness since the last
-//! call ended; the calls begun after it, until one of them gets an answer's head, go out on the
-//! same wake-up (a burst) and share its idleness. Once a call got an answer's head the
-//! connection is known to be alive. A connection opened since the burst began (reqwest had
-//! given the idle one up, or a `GOAWAY` retired it) means the burst's calls may be on a new
-//! connection: no longer a wake-up of an idle one.
+//! call ended; the calls begun within `JOIN_WITHIN` after it go out on the same wake-up (a
+//! burst) and share its idleness. Once any call got an answer's head the connection is known to
+//! be alive, and no call of the burst counts as sent into a closing connection any more. A
+//! connection opened since the burst began (reqwest had given the idle one up, or a `GOAWAY`
+//! retired it) means the burst's calls may be on a new connection: no longer a wake-up of an
+//! idle one. (A call begun later, while the burst's streams are open, is not: a server's idle
+//! timer does not run while a stream is open.)
 //!
 //! What it is for: a server that closes idle connections on its own timer (HAProxy, a load
 //! balancer) may do so as a burst's streams go out. Its close does not wait for them: they fail
@@ -19,6 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+/// How soon after a burst's first call the others must begin to share its wake-up: the calls of
+/// an `asyncio.gather` or a campaign's window all begin within a few milliseconds.
+const JOIN_WITHIN: Duration = Duration::from_millis(50);
 
 #[derive(Debug)]
 pub(super) struct Idleness {
@@ -44,6 +50,8 @@ struct Wake {
     idle: Duration,
     /// `opened` when the burst began.
     opened: u64,
+    /// When (ms after `since`) the burst began.
+    at: u64,
 }
 
 impl Default for Idleness {
@@ -72,10 +80,13 @@ impl InFlight<'_> {
     }
 
     /// How long the connection had been idle when this call's burst woke it, if the call went
-    /// out on that connection: none was opened since, and none of the burst was answered.
+    /// out on that connection: none was opened since, and no call of the burst was answered.
     pub(super) fn woken_after(&self) -> Option<Duration> {
         let wake = self.wake?;
-        (self.idleness.opened.load(Ordering::Acquire) == wake.opened).then_some(wake.idle)
+        // While this call is in flight no other burst can begin: a wake-up there is this one's.
+        let unanswered = self.idleness.state().wake.is_some();
+        let same_connection = self.idleness.opened.load(Ordering::Acquire) == wake.opened;
+        (unanswered && same_connection).then_some(wake.idle)
     }
 }
 
@@ -110,12 +121,14 @@ impl Idleness {
             state.wake = state.last_ended.map(|ended| Wake {
                 idle: Duration::from_millis(now.saturating_sub(ended)),
                 opened,
+                at: now,
             });
         }
         state.in_flight += 1;
+        let joins = |wake: &Wake| now.saturating_sub(wake.at) <= millis(JOIN_WITHIN);
         InFlight {
             idleness: self,
-            wake: state.wake,
+            wake: state.wake.filter(joins),
         }
     }
 
@@ -127,8 +140,12 @@ impl Idleness {
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+        millis(self.since.elapsed())
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A layer of reqwest's connector that counts the connections it sets out to open.
@@ -209,6 +226,11 @@ mod tests {
         assert_eq!(second.woken_after(), first.woken_after());
         first.answered();
         assert_eq!(first.woken_after(), None);
+        assert_eq!(
+            second.woken_after(),
+            None,
+            "the connection answered another call"
+        );
         drop(first);
         // The connection answered: later calls of the burst were not sent into a close.
         assert_eq!(idleness.begin().woken_after(), None);
@@ -224,6 +246,20 @@ mod tests {
         // reqwest had given the idle connection up and opens another for this call.
         idleness.opened.fetch_add(1, Ordering::AcqRel);
         assert_eq!(call.woken_after(), None);
+    }
+
+    #[test]
+    fn a_call_begun_long_after_the_wake_up_does_not_share_it() {
+        let idleness = long_lived();
+        idle_for(&idleness, 900);
+        let first = idleness.begin();
+        assert!(first.woken_after().is_some());
+        // As if the burst had begun longer ago than JOIN_WITHIN.
+        if let Some(wake) = idleness.state().wake.as_mut() {
+            wake.at = wake.at.saturating_sub(millis(JOIN_WITHIN) + 1);
+        }
+        assert_eq!(idleness.begin().woken_after(), None);
+        assert!(first.woken_after().is_some());
     }
 
     #[test]

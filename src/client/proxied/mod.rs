@@ -58,7 +58,7 @@ const LOST_WITHIN: Duration = Duration::from_secs(1);
 struct ProxiedSettings {
     connect_timeout: Duration,
     proxy: Option<String>,
-    tls: Option<rustls::ClientConfig>,
+    tls: rustls::ClientConfig,
     /// `http://` to loopback: environment proxies are not used, or the token would travel in
     /// clear text to the proxy.
     local_plain_http: bool,
@@ -68,7 +68,7 @@ impl ProxiedTransport {
     pub(crate) fn new(
         connect_timeout: Duration,
         proxy: Option<String>,
-        tls: Option<rustls::ClientConfig>,
+        tls: rustls::ClientConfig,
         local_plain_http: bool,
     ) -> Result<Self> {
         let settings = ProxiedSettings {
@@ -137,38 +137,59 @@ impl ProxiedTransport {
     }
 
     /// The runtime's client, or a new one when there is none or the one there has been idle
-    /// for longer than the server was seen to allow (its connection would be closing). Made
-    /// under the list's lock, so the calls of a burst that find none share the one made.
+    /// for longer than the server was seen to allow (its connection would be closing).
     fn pooled(&self) -> Result<Pooled> {
         let limit = self.learning.learned();
-        self.clients.with(|list| {
+        let (current, retired) = self.clients.with(|list| {
             let too_idle = |pooled: &Pooled| {
                 limit.is_some_and(|limit| {
                     pooled.idleness.idle_now().is_some_and(|idle| idle > limit)
                 })
             };
-            if list.first().is_some_and(too_idle) {
-                list.clear();
-            }
-            if let Some(pooled) = list.first() {
-                return Ok(pooled.clone());
-            }
-            let idleness = Arc::new(Idleness::default());
-            let made = Pooled {
-                client: self
-                    .settings
-                    .build(Some(CountConnections(idleness.clone())))?,
-                idleness,
+            let retired = if list.first().is_some_and(too_idle) {
+                std::mem::take(list)
+            } else {
+                Vec::new()
             };
-            list.push(made.clone());
-            Ok(made)
-        })
+            (list.first().cloned(), retired)
+        });
+        // Dropped outside the lock, as everything below.
+        drop(retired);
+        if let Some(pooled) = current {
+            return Ok(pooled);
+        }
+        // Made outside the list's lock (`PerRuntime::with` must not block: `close()` takes it
+        // holding the GIL).
+        let idleness = Arc::new(Idleness::default());
+        let made = Pooled {
+            client: self
+                .settings
+                .build(Some(CountConnections(idleness.clone())))?,
+            idleness,
+        };
+        // Another call of the burst may have made one meanwhile: the first one made is kept,
+        // and the other dropped here, outside the lock.
+        let kept = self.clients.with(|list| match list.first() {
+            Some(first) => first.clone(),
+            None => {
+                list.push(made.clone());
+                made.clone()
+            }
+        });
+        drop(made);
+        Ok(kept)
     }
 
     /// Drops `pooled` from the runtime's list, unless another took its place already.
     fn forget(&self, pooled: &Pooled) {
-        self.clients
-            .with(|list| list.retain(|other| !other.is(pooled)));
+        let gone: Vec<Pooled> = self.clients.with(|list| {
+            let (gone, kept) = std::mem::take(list)
+                .into_iter()
+                .partition(|other| other.is(pooled));
+            *list = kept;
+            gone
+        });
+        drop(gone);
     }
 
     /// What a proxied call's answer (or failure) means for the caller and for the pool.
@@ -181,7 +202,7 @@ impl ProxiedTransport {
                 // A server that sends such an answer cannot be trusted with the next request:
                 // hyper would keep its connection in the pool, so the pool goes (the next
                 // call makes a new one). Rare: hostile answers only.
-                self.clients.with(Vec::clear);
+                drop(self.clients.with(std::mem::take));
                 Err(error)
             }
             Ok(reply) => Ok(reply),
@@ -277,9 +298,8 @@ impl ProxiedSettings {
             // Every retry goes through our loop, so it is counted, logged and judged for send
             // safety in one place (HTTP/2 refusals included, see reqwest_error).
             .retry(reqwest::retry::never());
-        if let Some(tls) = &self.tls {
-            builder = builder.tls_backend_preconfigured(tls.clone());
-        }
+        // Always ours: reqwest's own would load the system's trust store on every build.
+        builder = builder.tls_backend_preconfigured(self.tls.clone());
         if let Some(counting) = counting {
             builder = builder.connector_layer(counting);
         }
@@ -332,19 +352,22 @@ fn refused_by_http2(error: &(dyn std::error::Error + 'static)) -> bool {
 /// h2's I/O error, which hyper hands on as the `io::Error` it carries.
 fn lost_with_connection(error: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
+    let closed = |io: &std::io::Error| {
+        matches!(
+            io.kind(),
+            ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+        )
+    };
     let mut source = error.source();
     while let Some(cause) = source {
         if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            return h2.is_io();
+            return h2.get_io().is_some_and(closed);
         }
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                ErrorKind::BrokenPipe
-                    | ErrorKind::ConnectionReset
-                    | ErrorKind::ConnectionAborted
-                    | ErrorKind::UnexpectedEof
-            );
+            return closed(io);
         }
         source = cause.source();
     }
