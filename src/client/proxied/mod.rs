@@ -3,10 +3,11 @@
 //! plain `http://`), through an HTTP proxy's `CONNECT` tunnel where one applies (`proxy=`, the
 //! environment, or the system's settings, honouring `NO_PROXY`).
 //!
-//! Never HTTP/1.1: every HTTP/1.1 answer is read by bizmsg's own codec (`direct/`), with its
-//! caps on interim answers and on bytes on the wire, which hyper's HTTP/1.1 client lacks (an
-//! endless run of `100 Continue`, or chunk sizes padded without end, would hold it until the
-//! timeout). A server that does not speak HTTP/2 fails the call as a broken connection.
+//! Never HTTP/1.1: every answer of the service in HTTP/1.1 is read by bizmsg's own codec
+//! (`direct/`), with its caps on interim answers and on bytes on the wire, which hyper's
+//! HTTP/1.1 client lacks (an endless run of `100 Continue`, or chunk sizes padded without end,
+//! would hold it until the timeout). A server that does not speak HTTP/2 fails the call: a TLS
+//! handshake refused for want of a common ALPN protocol, or a broken connection.
 //! reqwest's own retries and redirects are off: every retry is the attempt loop's.
 //!
 //! - `idleness.rs`: how long the connection had been idle when a call went out on it, which the
