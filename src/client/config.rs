@@ -144,11 +144,7 @@ pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
     // Shown in errors without a user or password (a token is sometimes put there as the
     // user), whatever else is wrong with it.
     let shown = match Url::parse(trimmed) {
-        Ok(mut url) if url.has_host() => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.to_string()
-        }
+        Ok(url) if url.has_host() => without_credentials(&url),
         _ => crate::limits::redact_url(trimmed),
     };
     let mut url = Url::parse(trimmed)
@@ -187,6 +183,14 @@ pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
         url.set_path(&path);
     }
     Ok(url)
+}
+
+/// `url` as errors show it: without its user or password (of a service, or of a proxy).
+pub(crate) fn without_credentials(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.to_string()
 }
 
 pub(crate) fn is_loopback(url: &Url) -> bool {

@@ -108,7 +108,8 @@ impl IdleLimit {
     }
 }
 
-fn millis(duration: Duration) -> u64 {
+/// Whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

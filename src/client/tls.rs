@@ -21,9 +21,7 @@ pub(crate) const ALPN_H2: &[&[u8]] = &[b"h2"];
 /// The rustls configuration for `verify`, offering the `alpn` protocols.
 pub(crate) fn config(verify: &Verify, alpn: &[&[u8]]) -> Result<RustlsConfig> {
     let provider = provider();
-    let builder = RustlsConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Configuration(format!("TLS setup failed: {e}")))?;
+    let builder = with_versions(&provider)?;
     let mut config = match verify {
         Verify::Default => {
             let verifier = rustls_platform_verifier::Verifier::new(provider).map_err(|e| {
@@ -75,14 +73,20 @@ pub(crate) fn config(verify: &Verify, alpn: &[&[u8]]) -> Result<RustlsConfig> {
 /// does not load the system's trust store each time it builds a client (reading files, and
 /// logging what it cannot parse, on a tokio worker).
 pub(crate) fn never_used() -> Result<RustlsConfig> {
-    let builder = RustlsConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Configuration(format!("TLS setup failed: {e}")))?;
-    let mut config = builder
+    let mut config = with_versions(&provider())?
         .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
     config.alpn_protocols = ALPN_H2.iter().map(|p| p.to_vec()).collect();
     Ok(config)
+}
+
+/// A configuration's start: `provider`, with rustls's safe default protocol versions.
+fn with_versions(
+    provider: &Arc<CryptoProvider>,
+) -> Result<rustls::ConfigBuilder<RustlsConfig, rustls::WantsVerifier>> {
+    RustlsConfig::builder_with_provider(Arc::clone(provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Configuration(format!("TLS setup failed: {e}")))
 }
 
 /// The process default if the application installed one, else aws-lc-rs (what reqwest uses).

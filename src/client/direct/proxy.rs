@@ -20,6 +20,7 @@ use http::HeaderValue;
 use hyper_util::client::proxy::matcher::{Intercept, Matcher};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::client::config::without_credentials;
 use crate::error::{Error, Result};
 
 /// The largest answer head to a `CONNECT` read before giving up on the proxy.
@@ -95,7 +96,7 @@ pub(crate) fn proxy_for(base: &reqwest::Url, explicit: Option<&str>) -> Result<P
                 // Not NO_PROXY's doing: the proxy could not be read. Never go around it.
                 return Err(Error::Configuration(format!(
                     "proxy {:?} cannot be used: expected http://[user:password@]host:port",
-                    shown_proxy(&proxy)
+                    without_credentials(&proxy)
                 )));
             }
             matcher
@@ -146,14 +147,6 @@ fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
     }))
 }
 
-/// The proxy URL as errors show it: without its user or password.
-fn shown_proxy(url: &url::Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.to_string()
-}
-
 /// `proxy=` must be a URL the client can use; never shown with its user or password.
 fn check_explicit(proxy: &str) -> Result<url::Url> {
     let shown = crate::limits::redact_url(proxy);
@@ -170,7 +163,7 @@ fn check_explicit(proxy: &str) -> Result<url::Url> {
         other => Err(Error::Configuration(format!(
             "proxy {:?} has scheme {other:?}: use an http:// or https:// proxy (SOCKS is not \
              supported)",
-            shown_proxy(&url)
+            without_credentials(&url)
         ))),
     }
 }

@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::client::idle_limit::millis;
+
 /// How soon after a burst's first call the others must begin to share its wake-up: the calls of
 /// an `asyncio.gather` or a campaign's window all begin within a few milliseconds.
 const JOIN_WITHIN: Duration = Duration::from_millis(50);
@@ -142,10 +144,6 @@ impl Idleness {
     fn now(&self) -> u64 {
         millis(self.since.elapsed())
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A layer of reqwest's connector that counts the connections it sets out to open.

@@ -103,7 +103,10 @@ impl ProxiedTransport {
             let started = Instant::now();
             let mut call = pooled.idleness.begin();
             let sent = send_proxied(&pooled.client, request, limit, &mut call).await;
-            let woken_after = call.woken_after();
+            // Woken from idleness and failed at once: what `judged` may take for the race.
+            let lost_after = call
+                .woken_after()
+                .filter(|_| started.elapsed() < LOST_WITHIN);
             drop(call);
             match sent {
                 // Provably not processed (RFC 9113 8.7): at once, on a new stream or
@@ -113,26 +116,7 @@ impl ProxiedTransport {
                     refused += 1;
                     request = spare;
                 }
-                // Written on a connection woken from idleness, which failed under it at once
-                // with no answer's head: the server was most likely closing it for its
-                // idleness. The transport learns the server's limit from it, and the send is
-                // `StaleConnection` (sent once more with its key under `idempotent_sends`). Its
-                // client goes, so any next attempt is made on a connection opened after this.
-                // (An interim answer, which h2 skips unseen, would not be told apart: the
-                // direct transport, which sees it, does not call such a loss stale.)
-                Err(Untrusted::Lost(error)) => {
-                    self.forget(&pooled);
-                    return Err(match (woken_after, error) {
-                        (Some(idle), Error::ConnectionBroken(why))
-                            if started.elapsed() < LOST_WITHIN =>
-                        {
-                            self.learning.closed(idle);
-                            Error::StaleConnection(why)
-                        }
-                        (_, error) => error,
-                    });
-                }
-                other => return self.judged(other),
+                other => return self.judged(other, &pooled, lost_after),
             }
         }
     }
@@ -194,19 +178,40 @@ impl ProxiedTransport {
     }
 
     /// What a proxied call's answer (or failure) means for the caller and for the pool.
-    fn judged(&self, sent: std::result::Result<Reply, Untrusted>) -> Result<Reply> {
+    /// `lost_after`: the idleness its connection had been woken from, when it failed at once.
+    fn judged(
+        &self,
+        sent: std::result::Result<Reply, Untrusted>,
+        pooled: &Pooled,
+        lost_after: Option<Duration>,
+    ) -> Result<Reply> {
         match sent {
-            Err(Untrusted::Refused(error))
-            | Err(Untrusted::Call(error))
-            | Err(Untrusted::Lost(error)) => Err(error),
+            Ok(reply) => Ok(reply),
+            Err(Untrusted::Refused(error)) | Err(Untrusted::Call(error)) => Err(error),
+            // A server that sends such an answer cannot be trusted with the next request:
+            // hyper would keep its connection in the pool, so its client goes (the next call
+            // makes a new one). Rare: hostile answers only.
             Err(Untrusted::Connection(error)) => {
-                // A server that sends such an answer cannot be trusted with the next request:
-                // hyper would keep its connection in the pool, so the pool goes (the next
-                // call makes a new one). Rare: hostile answers only.
-                drop(self.clients.with(std::mem::take));
+                self.forget(pooled);
                 Err(error)
             }
-            Ok(reply) => Ok(reply),
+            // Written on a connection woken from idleness, which failed under it at once with
+            // no answer's head: the server was most likely closing it for its idleness. The
+            // transport learns the server's limit from it, and the send is `StaleConnection`
+            // (sent once more with its key under `idempotent_sends`). Its client goes, so any
+            // next attempt is made on a connection opened after this. (An interim answer,
+            // which h2 skips unseen, would not be told apart: the direct transport, which sees
+            // it, does not call such a loss stale.)
+            Err(Untrusted::Lost(error)) => {
+                self.forget(pooled);
+                Err(match (lost_after, error) {
+                    (Some(idle), Error::ConnectionBroken(why)) => {
+                        self.learning.closed(idle);
+                        Error::StaleConnection(why)
+                    }
+                    (_, error) => error,
+                })
+            }
         }
     }
 
