@@ -23,5 +23,12 @@ pub mod wire;
 #[cfg(feature = "python")]
 mod python;
 
+/// Entry points for the cargo-fuzz targets in `fuzz/` that need more than the public API
+/// (`wire::fuzz` is the other). Only with the `fuzzing` feature, which brings hyper's client.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::client::direct::differential::read_alike;
+}
+
 pub use client::{CallOptions, Client, ClientConfig, Timeout};
 pub use error::{Error, Result};

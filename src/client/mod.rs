@@ -4,7 +4,7 @@
 mod body;
 mod config;
 mod decide;
-mod direct;
+pub(crate) mod direct;
 mod error_body;
 mod execute;
 mod gate;

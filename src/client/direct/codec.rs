@@ -199,7 +199,7 @@ pub(crate) fn parse_head(buf: &[u8], request: &Method) -> Result<Option<Head>, M
             transfer_encoding = true;
             // Codings are tokens: a value that is not visible ASCII cannot say how the body
             // is framed (hyper then reads the body to the close, a framing the server did not
-            // mean; found by the differential fuzzing, `differential.rs`).
+            // mean; found by the differential fuzzing, `differential/`).
             if !header
                 .value
                 .iter()
@@ -337,7 +337,7 @@ impl Chunked {
                     Ok(httparse::Status::Complete((used, size))) => {
                         // httparse lets a bare CR or LF pass inside an extension; hyper ends
                         // the line only at CRLF and refuses either alone (found by the
-                        // differential fuzzing, `differential.rs`).
+                        // differential fuzzing, `differential/`).
                         let line = input.get(..used.saturating_sub(2)).unwrap_or_default();
                         if !input.get(..used).is_some_and(|l| l.ends_with(b"\r\n"))
                             || line.iter().any(|&b| b == b'\r' || b == b'\n')
@@ -434,7 +434,7 @@ impl Chunked {
                         {
                             // httparse takes LF alone as a line's end; hyper reads trailers
                             // line by line up to CRLF and refuses what that leaves (found by
-                            // the differential fuzzing, `differential.rs`).
+                            // the differential fuzzing, `differential/`).
                             return Err(Malformed(
                                 "the answer's trailers have a bare CR or LF".to_owned(),
                             ));

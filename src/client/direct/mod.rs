@@ -12,8 +12,8 @@
 
 mod codec;
 mod connection;
-#[cfg(test)]
-mod differential;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod differential;
 mod pool;
 mod proxy;
 
