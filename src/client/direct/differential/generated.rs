@@ -413,6 +413,14 @@ fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
         // round 1788, in CI).
         "HTTP/1.0 204 No Content\r\nTransfer-Encoding: chunked\r\nContent-Length: 46\r\n\r\n\
          1;name=value\r\n{\r\n0\r\n\r\n",
+        // Found by a review of the cargo-fuzz target: lengths that disagree where hyper ignores
+        // them, a chunk-size line past 1 KiB (sent whole), zeros in front of a size.
+        "HTTP/1.1 204 No Content\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        &format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;{}\r\n{{}}\r\n0\r\n\r\n",
+            "e".repeat(1100)
+        ),
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000002\r\n{}\r\n0\r\n\r\n",
     ] {
         let case = Case {
             bytes: answer.as_bytes().to_vec(),
@@ -424,6 +432,8 @@ fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
             matches!(theirs, Reading::Answer { .. }),
             "{answer:?}: {theirs:?}"
         );
+        // And its reason is one the fuzzing knows as meant (REFUSED_ON_PURPOSE).
+        assert_eq!(defect(&ours, &theirs), None, "{answer:?}");
     }
 }
 
@@ -435,10 +445,14 @@ fn the_fuzz_targets_corpus_is_read_alike() {
     let mut read = 0;
     for entry in std::fs::read_dir(&corpus).unwrap() {
         let data = std::fs::read(entry.unwrap().path()).unwrap();
+        // An empty file (libFuzzer may add one) is no answer.
+        let Some(answer) = data.get(1..) else {
+            continue;
+        };
         read_alike(&data);
         // The same answer written all at once, and a byte at a time.
         for piece in [0u8, 1] {
-            read_alike(&[&[piece], &data[1..]].concat());
+            read_alike(&[&[piece], answer].concat());
         }
         read += 1;
     }
