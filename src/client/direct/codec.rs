@@ -24,8 +24,8 @@ const MAX_CHUNK_EXTENSIONS: u64 = 16 * 1024;
 const MAX_TRAILERS: usize = 16 * 1024;
 /// Bytes of one chunk-size line, its CRLF included; a longer line is refused, whether it
 /// arrives whole or in pieces (the same answer is judged alike however the server's writes cut
-/// it). No server pads or extends a size line this far; hyper reads one up to its 16 KiB of
-/// extensions, so the difference is on purpose. It also bounds the re-reading of a line that
+/// it). No server pads or extends a size line this far; hyper reads longer ones (extensions
+/// up to 16 KiB, padding without end), so the difference is on purpose. It also bounds the re-reading of a line that
 /// arrives a byte at a time.
 const MAX_CHUNK_LINE: usize = 1024;
 /// Hex digits of a chunk size (zeros in front included) that httparse reads; hyper reads any
@@ -392,7 +392,11 @@ impl Chunked {
                     }
                     Ok(httparse::Status::Partial) => return Ok(false),
                     Err(_)
-                        if input.iter().take_while(|b| b.is_ascii_hexdigit()).count()
+                        if input
+                            .iter()
+                            .take(MAX_CHUNK_SIZE_DIGITS + 1)
+                            .take_while(|b| b.is_ascii_hexdigit())
+                            .count()
                             > MAX_CHUNK_SIZE_DIGITS =>
                     {
                         return Err(Malformed(format!(
