@@ -24,9 +24,9 @@ const MAX_CHUNK_EXTENSIONS: u64 = 16 * 1024;
 const MAX_TRAILERS: usize = 16 * 1024;
 /// Bytes of one chunk-size line, its CRLF included; a longer line is refused, whether it
 /// arrives whole or in pieces (the same answer is judged alike however the server's writes cut
-/// it). No server pads or extends a size line this far; hyper reads longer ones (extensions
-/// up to 16 KiB, padding without end), so the difference is on purpose. It also bounds the re-reading of a line that
-/// arrives a byte at a time.
+/// it). No server pads or extends a size line this far; hyper reads longer ones (extensions up
+/// to 16 KiB, padding without end), so the difference is on purpose. It also bounds the
+/// re-reading of a line that arrives a byte at a time.
 const MAX_CHUNK_LINE: usize = 1024;
 /// Hex digits of a chunk size (zeros in front included) that httparse reads; hyper reads any
 /// number of zeros in front.
@@ -811,8 +811,9 @@ mod tests {
     }
 
     /// A chunk-size line past MAX_CHUNK_LINE is refused whether it arrives whole or in pieces
-    /// (it was refused only in pieces, found by a review of the differential fuzzing); one at
-    /// the limit is read either way. A size of more than 16 digits says so.
+    /// (it was refused only when a read ended more than 1 KiB into it; found by a review of
+    /// the differential fuzzing); one at the limit is read either way. A size of more than 16
+    /// digits says so.
     #[test]
     fn a_long_chunk_size_line_is_judged_alike_however_it_arrives() {
         let line = |length: usize| {
