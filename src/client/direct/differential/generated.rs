@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use super::{defect, read_alike, read_both, Case, Reading, NO_ANSWER};
+use super::{defect, read_alike, read_both_now, Case, Reading, NO_ANSWER};
 
 fn status_line() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
@@ -315,10 +315,6 @@ fn the_codec_is_never_laxer_than_hyper_and_reads_what_hyper_reads() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     // Each run draws new inputs; BIZMSG_FUZZ_SEED replays one (a failure names its seed).
     let base_seed: u64 = std::env::var("BIZMSG_FUZZ_SEED")
         .ok()
@@ -348,7 +344,7 @@ fn the_codec_is_never_laxer_than_hyper_and_reads_what_hyper_reads() {
             TestRng::from_seed(RngAlgorithm::ChaCha, &seed),
         );
         let outcome = runner.run(&cases(), |case| {
-            let (ours, theirs) = runtime.block_on(read_both(case.clone()));
+            let (ours, theirs) = read_both_now(case.clone());
             if let Some(defect) = defect(&ours, &theirs) {
                 return Err(TestCaseError::fail(format!(
                     "{defect}\nthe answer: {:?}",
@@ -392,10 +388,6 @@ fn the_codec_is_never_laxer_than_hyper_and_reads_what_hyper_reads() {
 /// refuses them (read as both clients do, over a socket).
 #[test]
 fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
     let answers: Vec<(Vec<u8>, &str)> =
         vec![
@@ -487,7 +479,7 @@ fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
             bytes: answer,
             cuts: Vec::new(),
         };
-        let (ours, theirs) = runtime.block_on(read_both(case));
+        let (ours, theirs) = read_both_now(case);
         assert!(
             matches!(&ours, Reading::Refused(why) if why.contains(reason)),
             "{shown:?}: {ours:?}, not {reason:?}"

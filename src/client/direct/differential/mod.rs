@@ -180,7 +180,19 @@ fn next_loopback() -> Ipv4Addr {
     )
 }
 
-/// Both clients' reading of `case`.
+/// Both clients' reading of `case`, on this thread's runtime (one per thread, kept: the fuzzer
+/// and the property pass call this for every case).
+fn read_both_now(case: Case) -> (Reading, Reading) {
+    thread_local! {
+        static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+    }
+    RUNTIME.with(|runtime| runtime.block_on(read_both(case)))
+}
+
+/// Both clients' reading of `case`, each on a connection of its own to one server.
 async fn read_both(case: Case) -> (Reading, Reading) {
     let listener = TcpListener::bind((next_loopback(), 0)).await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -255,12 +267,6 @@ fn defect(ours: &Reading, theirs: &Reading) -> Option<String> {
 /// server writes at a time (0: all at once); the rest is the answer, served as it is (an
 /// answer of `LIMIT` bytes or more is not tried).
 pub fn read_alike(data: &[u8]) {
-    thread_local! {
-        static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-    }
     let Some((&piece, answer)) = data.split_first() else {
         return;
     };
@@ -276,7 +282,7 @@ pub fn read_alike(data: &[u8]) {
         bytes: answer.to_vec(),
         cuts,
     };
-    let (ours, theirs) = RUNTIME.with(|runtime| runtime.block_on(read_both(case)));
+    let (ours, theirs) = read_both_now(case);
     if let Some(defect) = defect(&ours, &theirs) {
         panic!(
             "{defect}\nthe answer: {:?}",
