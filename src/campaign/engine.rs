@@ -422,9 +422,15 @@ impl<P: Send + 'static> Engine<P> {
             identity,
             stop,
             failure,
+            claims_lost,
         } = finished;
         if let Some(failure) = failure {
             self.fail_limits(failure);
+        }
+        if let Some(lost) = claims_lost {
+            // Nothing more is written or sent: the message's record, and every other this run
+            // claimed, are left to the run that took them over.
+            self.fail(lost);
         }
         // The mark written before dispatch holds the fingerprint; the result keeps it.
         let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
@@ -473,16 +479,21 @@ impl<P: Send + 'static> Engine<P> {
     fn skip_waiting(&mut self) {
         let note = self.not_sent_note();
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
-        self.marked = 0;
+        let marked = std::mem::take(&mut self.marked);
         // Claims being made now are answered for messages no longer waiting: ignored.
         self.drained = self.drained.wrapping_add(1);
-        for ready in waiting {
+        for (position, ready) in waiting.into_iter().enumerate() {
             let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
             outcome.idempotency_key = Some(ready.key);
             // Written whether or not the claim was made (a claim being made now is committed
             // before this write, and a record this run does not hold is never written): a
             // write error here surfaces at the final flush.
-            let _ = self.journal_outcome(&outcome, Journaling::Write(ready.identity));
+            let journaling = if position < marked {
+                Journaling::Write(ready.identity)
+            } else {
+                Journaling::WriteIfHeld(ready.identity)
+            };
+            let _ = self.journal_outcome(&outcome, journaling);
             self.buffer.push(outcome);
         }
     }
@@ -515,11 +526,14 @@ impl<P: Send + 'static> Engine<P> {
 
     fn journal_outcome(&mut self, outcome: &Outcome<P>, journaling: Journaling) -> Result<()> {
         let doubt_before = self.doubtful.remove(&outcome.index);
-        match (&self.journal, journaling) {
-            (Some(journal), Journaling::Write(identity)) => {
-                journal.write(vec![row_of(outcome, identity, !doubt_before)])
-            }
-            _ => Ok(()),
+        let (identity, claimed) = match journaling {
+            Journaling::Write(identity) => (identity, true),
+            Journaling::WriteIfHeld(identity) => (identity, false),
+            Journaling::Skip => return Ok(()),
+        };
+        match &self.journal {
+            Some(journal) => journal.write(vec![row_of(outcome, identity, !doubt_before, claimed)]),
+            None => Ok(()),
         }
     }
 
@@ -564,7 +578,14 @@ impl<P: Send + 'static> Engine<P> {
         let mut lost = Vec::new();
         for (offset, claim) in claimed.into_iter().enumerate() {
             match claim {
-                Claimed::Won => won += 1,
+                Claimed::Won { key } => {
+                    won += 1;
+                    // The key its record holds: a message taken over in doubt goes out with
+                    // the key it may already have gone out with, whatever key this run had.
+                    if let Some(ready) = self.ready.get_mut(start + offset) {
+                        ready.key = key;
+                    }
+                }
                 Claimed::Lost(row) => lost.push((start + offset, row)),
             }
         }

@@ -11,12 +11,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::handle::{Control, ABANDON, RUN};
-use super::journal::{Identity, JournalStore, Row, State};
+use super::journal::{Identity, JournalStore, Row, State, Unfenced};
 use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
 use super::platform::{advice, Advice};
-use crate::client::{CallOptions, Client, SendProgress};
+use crate::client::{CallOptions, Client, SendFence, SendProgress};
 use crate::error::{Error, Result, UnknownOutcome};
 use crate::limits::{LimitsStore, Scope, Slot};
 use crate::wire::SendResult;
@@ -43,6 +43,9 @@ pub(super) struct Finished<P> {
     pub(super) stop: Option<String>,
     /// A failure of the campaign itself (its shared store), reported at its end.
     pub(super) failure: Option<Error>,
+    /// This run no longer holds its claims (taken over, its journal session ended): it sends
+    /// nothing more and writes nothing more.
+    pub(super) claims_lost: Option<Error>,
 }
 
 /// What the sends of a campaign share, behind one reference count per message.
@@ -80,13 +83,26 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         control: &context.control,
     };
     // Whether the request began to leave: a message abandoned before is known never sent.
-    let progress = Arc::new(SendProgress::default());
+    // Each attempt is written only while this run still holds its claim on the message.
+    let fence = context.journal.as_ref().map(|journal| {
+        let fence: Arc<dyn SendFence> = Arc::clone(journal.fence()) as Arc<dyn SendFence>;
+        fence
+    });
+    let progress = Arc::new(SendProgress::fenced(fence));
     let attempt = attempt(&context, &prepared, keys, pace, &progress);
     tokio::select! {
         biased;
         done = attempt => {
-            let Attempted { result, key, stop, failure, stopped_before_sending } = done;
-            let outcome = if stopped_before_sending {
+            let Attempted { result, key, stop, failure, stopped_before_sending, claims_lost } = done;
+            let outcome = if let Some(lost) = &claims_lost {
+                let mut outcome = Outcome::skipped(
+                    index,
+                    payload,
+                    format!("not sent: {lost}; its record is left to the run that takes it over"),
+                );
+                outcome.idempotency_key = Some(key);
+                outcome
+            } else if stopped_before_sending {
                 let mut outcome =
                     Outcome::skipped(index, payload, "not sent: the campaign was interrupted");
                 outcome.idempotency_key = Some(key);
@@ -99,6 +115,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 identity,
                 stop,
                 failure,
+                claims_lost: claims_lost.map(|lost| Error::SharedState(lost.to_string())),
             }
         }
         () = abandoned(&context.control) => {
@@ -127,6 +144,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 identity,
                 stop: None,
                 failure: None,
+                claims_lost: None,
             }
         }
     }
@@ -143,6 +161,8 @@ struct Attempted {
     failure: Option<Error>,
     /// The campaign stopped before the message was sent: it is skipped.
     stopped_before_sending: bool,
+    /// Not sent: this run no longer holds its claims.
+    claims_lost: Option<Unfenced>,
 }
 
 impl Attempted {
@@ -157,6 +177,7 @@ impl Attempted {
             stop,
             failure: None,
             stopped_before_sending: false,
+            claims_lost: None,
         }
     }
 
@@ -167,6 +188,7 @@ impl Attempted {
             stop: None,
             failure: None,
             stopped_before_sending: true,
+            claims_lost: None,
         }
     }
 
@@ -179,6 +201,19 @@ impl Attempted {
             stop: None,
             failure,
             stopped_before_sending: false,
+            claims_lost: None,
+        }
+    }
+
+    /// Never sent: this run no longer holds its claim on the message.
+    fn lost(lost: Unfenced, key: String) -> Self {
+        Attempted {
+            result: Err(Error::SharedState(lost.to_string())),
+            key,
+            stop: None,
+            failure: None,
+            stopped_before_sending: false,
+            claims_lost: Some(lost),
         }
     }
 
@@ -194,6 +229,7 @@ impl Attempted {
             stop: None,
             failure: Some(failure),
             stopped_before_sending: false,
+            claims_lost: None,
         }
     }
 }
@@ -218,11 +254,10 @@ impl KeyInUse<'_> {
     async fn switch_to(&self, next: &str) -> Result<()> {
         if let Some(journal) = self.journal {
             journal
-                .write_durably(vec![Row::new(
-                    self.identity,
-                    State::Dispatched,
-                    Some(next.to_owned()),
-                )])
+                .write_durably(vec![Row {
+                    claimed: true,
+                    ..Row::new(self.identity, State::Dispatched, Some(next.to_owned()))
+                }])
                 .await?;
         }
         let mut current = self
@@ -261,6 +296,7 @@ async fn attempt(
         rate,
         ..
     } = context;
+    let fence = context.journal.as_ref().map(|journal| journal.fence());
     let max_retries = call.max_retries.unwrap_or_else(|| client.max_retries());
     let base = keys.base;
     let mut key = base.to_owned();
@@ -296,6 +332,17 @@ async fn attempt(
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
         }
+        // After the pacing wait, which may be long: this run must still hold its claim. A slow
+        // journal round trip is waited for; a claim lost is lost for good. (The body is checked
+        // once more as it is written.)
+        if let Some(fence) = fence {
+            tokio::select! {
+                valid = fence.valid() => if let Err(lost) = valid {
+                    return Attempted::lost(lost, key);
+                },
+                () = stopped() => return Attempted::stopped_before_sending(key),
+            }
+        }
         let result = client
             .send_encoded(
                 &prepared.request,
@@ -307,6 +354,15 @@ async fn attempt(
             .await;
         // Answered: until the next attempt begins, nothing is on its way.
         progress.between_attempts();
+        if let (Err(Error::SharedState(_)), Some(fence)) = (&result, fence) {
+            match fence.check() {
+                // Refused as it was about to be written: never sent, and not to be.
+                Err(lost @ Unfenced::Lost(_)) => return Attempted::lost(lost, key),
+                // Refused while a journal round trip was slow: sent once it answers.
+                Err(Unfenced::Stale(_)) => continue,
+                Ok(()) => {}
+            }
+        }
         let code = match &result {
             Err(Error::SendRejected(rejected)) => rejected.result.code_string(),
             _ => None,

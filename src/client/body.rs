@@ -35,15 +35,39 @@ impl BodyWatch {
     }
 }
 
+/// Whether a send may still be written, asked as its body is taken, immediately before the
+/// request is written: a campaign's claim on the message (`campaign/journal/fence.rs`). A body
+/// whose fence refuses is abandoned, so the send provably never left.
+pub(crate) trait SendFence: Send + Sync + std::fmt::Debug {
+    /// `Err(why)` when the send must not be written.
+    fn may_send(&self) -> std::result::Result<(), String>;
+}
+
 /// Where a send's current attempt stands, for a caller that may give the send up midway (a
-/// campaign abandoned by a second Ctrl-C): the watch of the attempt's body, once one began.
+/// campaign abandoned by a second Ctrl-C): the watch of the attempt's body, once one began;
+/// and the fence each attempt's body is checked against, when the caller has one.
 #[derive(Debug, Default)]
-pub(crate) struct SendProgress(std::sync::Mutex<Option<BodyWatch>>);
+pub(crate) struct SendProgress {
+    watch: std::sync::Mutex<Option<BodyWatch>>,
+    fence: Option<Arc<dyn SendFence>>,
+}
 
 impl SendProgress {
+    /// The progress of a send whose every attempt is checked against `fence`.
+    pub(crate) fn fenced(fence: Option<Arc<dyn SendFence>>) -> Self {
+        SendProgress {
+            watch: std::sync::Mutex::default(),
+            fence,
+        }
+    }
+
+    pub(crate) fn fence(&self) -> Option<&Arc<dyn SendFence>> {
+        self.fence.as_ref()
+    }
+
     /// The attempt that begins now.
     pub(crate) fn attempt(&self, watch: Option<&BodyWatch>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = watch.cloned();
+        *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = watch.cloned();
     }
 
     /// No attempt is under way (between a campaign's retries).
@@ -54,7 +78,12 @@ impl SendProgress {
     /// Whether the send, given up now, provably never left: no attempt began, or the current
     /// one's body was never taken (and now never will be).
     pub(crate) fn claim_never_left(&self) -> bool {
-        match self.0.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        match self
+            .watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             None => true,
             Some(watch) => watch.claim_unsent(),
         }
@@ -66,6 +95,7 @@ impl SendProgress {
 pub(crate) struct OutgoingBody {
     data: Option<Bytes>,
     watch: Option<BodyWatch>,
+    fence: Option<Arc<dyn SendFence>>,
 }
 
 impl OutgoingBody {
@@ -73,12 +103,14 @@ impl OutgoingBody {
         OutgoingBody::default()
     }
 
-    /// `data`, and the watch that tells whether it was ever taken.
-    pub(crate) fn watched(data: Bytes) -> (Self, BodyWatch) {
+    /// `data`, and the watch that tells whether it was ever taken; taken only while `fence`
+    /// (when there is one) allows it.
+    pub(crate) fn watched(data: Bytes, fence: Option<Arc<dyn SendFence>>) -> (Self, BodyWatch) {
         let watch = BodyWatch::default();
         let body = OutgoingBody {
             data: Some(data),
             watch: Some(watch.clone()),
+            fence,
         };
         (body, watch)
     }
@@ -90,14 +122,28 @@ impl OutgoingBody {
         OutgoingBody {
             data: self.data.clone(),
             watch: self.watch.clone(),
+            fence: self.fence.clone(),
         }
     }
 
-    /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned and
-    /// nothing may be written. The direct transport calls it before writing; reqwest, through
-    /// [`Body::poll_frame`].
+    /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned, or
+    /// its fence refuses now, and nothing may be written. The direct transport calls it
+    /// immediately before writing; reqwest, through [`Body::poll_frame`].
     pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
         if let Some(watch) = &self.watch {
+            if self
+                .fence
+                .as_ref()
+                .is_some_and(|fence| fence.may_send().is_err())
+            {
+                // Abandoned, so that the attempt loop knows it never left (a copy sent again
+                // after a refusal is not written either, whatever the first copy did).
+                let _ =
+                    watch
+                        .0
+                        .compare_exchange(FRESH, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+                return Err(Abandoned);
+            }
             let claimed =
                 watch
                     .0
@@ -152,14 +198,14 @@ mod tests {
     #[test]
     fn a_taken_body_cannot_be_claimed_unsent_and_an_abandoned_one_never_leaves() {
         let mut context = Context::from_waker(Waker::noop());
-        let (mut taken, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"));
+        let (mut taken, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"), None);
         assert!(matches!(
             Pin::new(&mut taken).poll_frame(&mut context),
             Poll::Ready(Some(Ok(_)))
         ));
         assert!(!watch.claim_unsent());
 
-        let (mut abandoned, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"));
+        let (mut abandoned, watch) = OutgoingBody::watched(Bytes::from_static(b"{}"), None);
         assert!(watch.claim_unsent());
         assert!(watch.claim_unsent(), "claiming twice still says unsent");
         assert!(matches!(
@@ -167,5 +213,31 @@ mod tests {
             Poll::Ready(Some(Err(Abandoned)))
         ));
         assert!(OutgoingBody::empty().is_end_stream());
+    }
+
+    #[derive(Debug)]
+    struct Refusing;
+
+    impl SendFence for Refusing {
+        fn may_send(&self) -> std::result::Result<(), String> {
+            Err("taken over".to_owned())
+        }
+    }
+
+    #[test]
+    fn a_body_whose_fence_refuses_is_never_taken_and_counts_as_unsent() {
+        let mut context = Context::from_waker(Waker::noop());
+        let (mut fenced, watch) =
+            OutgoingBody::watched(Bytes::from_static(b"{}"), Some(Arc::new(Refusing)));
+        let mut again = fenced.again();
+        assert!(matches!(
+            Pin::new(&mut fenced).poll_frame(&mut context),
+            Poll::Ready(Some(Err(Abandoned)))
+        ));
+        assert!(matches!(
+            Pin::new(&mut again).poll_frame(&mut context),
+            Poll::Ready(Some(Err(Abandoned)))
+        ));
+        assert!(watch.claim_unsent());
     }
 }

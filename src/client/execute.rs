@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use http::HeaderValue;
 
+use super::body::BodyWatch;
 use super::decide::{decide, Failure, Next};
 use super::error_body::{api_message, error_body};
 use super::meta::Meta;
@@ -57,9 +58,18 @@ impl Client {
         let mut stale_retried = false;
         let mut attempt: u32 = 1;
         let mut retries_done: u32 = 0;
+        let fence = operation
+            .progress
+            .as_ref()
+            .and_then(|progress| progress.fence());
         loop {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
+            }
+            // A send its caller may no longer make (a campaign run whose claims were taken
+            // over) is not attempted; the body's own check covers what happens from here.
+            if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
+                return Err(Error::SharedState(reason));
             }
             // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
@@ -110,6 +120,13 @@ impl Client {
                 }
                 if let Some(limits) = &self.shared.limits {
                     limits.pause(crate::limits::Scope::Service, wait).await?;
+                }
+            }
+            // Refused by its fence as it was about to be written: it never left, and no retry
+            // may send it.
+            if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
+                if watch.as_ref().is_some_and(BodyWatch::claim_unsent) {
+                    return Err(Error::SharedState(reason));
                 }
             }
             let next = decide(Failure {

@@ -32,7 +32,7 @@ pub(crate) use tls::config as tls_config;
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
-pub(crate) use body::SendProgress;
+pub(crate) use body::{SendFence, SendProgress};
 pub(crate) use direct::check_any_answer;
 pub use error_body::error_body;
 pub(crate) use execute::Answer;

@@ -82,7 +82,11 @@ impl Operation {
     ) -> (Outgoing, Option<BodyWatch>) {
         let (body, watch) = match &self.body {
             Some(data) => {
-                let (body, watch) = OutgoingBody::watched(data.clone());
+                let fence = self
+                    .progress
+                    .as_ref()
+                    .and_then(|progress| progress.fence().cloned());
+                let (body, watch) = OutgoingBody::watched(data.clone(), fence);
                 (body, Some(watch))
             }
             None => (OutgoingBody::empty(), None),

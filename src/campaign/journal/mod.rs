@@ -22,12 +22,16 @@
 //! or `postgres.rs` (any number of campaigns, shared by processes on many hosts). This file
 //! also maps outcomes to records and back.
 
+#[cfg(test)]
+mod contract;
+mod fence;
 mod postgres;
 mod run_lock;
 mod sqlite;
 
 use futures::future::BoxFuture;
 
+pub use fence::{ClaimFence, Unfenced};
 pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;
 
@@ -139,6 +143,11 @@ pub struct Row {
     /// Read back: the message is claimed by another run that is still alive (it is being sent
     /// now, by another process).
     pub held_elsewhere: bool,
+    /// Written by this run: it claimed the message and holds it as far as it knows, so a write
+    /// that finds another run holding it means this run was taken over (an error it acts on,
+    /// never silence). False for a message whose claim may never have been made (one skipped
+    /// at a stop while its claim was under way).
+    pub claimed: bool,
 }
 
 impl Row {
@@ -153,6 +162,7 @@ impl Row {
             msg: None,
             clears_doubt: false,
             held_elsewhere: false,
+            claimed: false,
         }
     }
 }
@@ -170,15 +180,26 @@ pub struct Claim {
 /// What became of one [`Claim`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Claimed {
-    /// This run holds it: it may be sent.
-    Won,
+    /// This run holds it: it may be sent, with `key`, the key its record holds (the claim's own
+    /// for a new record; the recorded one for a message taken over in doubt, which may have
+    /// gone out with it). Once a message has a record, its record is the one source of its key.
+    Won { key: String },
     /// Another run has it (holds it now, finished it, or left it in doubt): its record.
     Lost(Row),
 }
 
+impl Claimed {
+    pub fn is_won(&self) -> bool {
+        matches!(self, Claimed::Won { .. })
+    }
+}
+
 /// Whether an outcome is written to the journal (with the message's identity).
 pub(super) enum Journaling {
+    /// Of a message this run claimed.
     Write(Identity),
+    /// Of a message whose claim may not have been made: written only if this run holds it.
+    WriteIfHeld(Identity),
     Skip,
 }
 
@@ -187,6 +208,10 @@ pub(super) enum Journaling {
 pub trait JournalStore: Send + Sync {
     /// The campaign the journal belongs to (given, or recorded by the run that made it).
     fn campaign_id(&self) -> &str;
+
+    /// Whether this run still holds its claims, checked before each of its requests is written
+    /// (`fence.rs`).
+    fn fence(&self) -> &std::sync::Arc<ClaimFence>;
 
     /// The records of these messages (those that have one), with `held_elsewhere` set for the
     /// ones a live run of another process holds.
@@ -211,7 +236,12 @@ pub trait JournalStore: Send + Sync {
 }
 
 /// The journal record of a finished message.
-pub(super) fn row_of<P>(outcome: &Outcome<P>, identity: Identity, clears_doubt: bool) -> Row {
+pub(super) fn row_of<P>(
+    outcome: &Outcome<P>,
+    identity: Identity,
+    clears_doubt: bool,
+    claimed: bool,
+) -> Row {
     let state = match outcome.status {
         Status::Sent => State::Sent,
         Status::Rejected => State::Rejected,
@@ -225,6 +255,7 @@ pub(super) fn row_of<P>(outcome: &Outcome<P>, identity: Identity, clears_doubt: 
         identity,
         clears_doubt,
         held_elsewhere: false,
+        claimed,
         key: outcome.idempotency_key.clone(),
         state,
         sms_id: result.and_then(|r| text(&r.sms_id)),

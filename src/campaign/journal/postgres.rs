@@ -6,19 +6,21 @@
 //! A run holds a session advisory lock for its life (taken before it records itself): the
 //! server drops it when the run's connection ends, however the process ended, so another
 //! process sees at once (`bizmsg.run_alive`, which reads `pg_locks`) that a run is gone and its
-//! claims are in doubt. A heartbeat within the lease is the fallback (a host that vanished
-//! leaves a half-open session until TCP gives up: keepalives shorten that). A run that loses
-//! its own session stops: it never reconnects and carries on, since its claims may meanwhile
-//! have been taken for a dead run's.
+//! claims are in doubt. A heartbeat within the run's own lease (recorded with the run, with a
+//! margin: `fence.rs`) is the fallback (a host that vanished leaves a half-open session until
+//! TCP gives up; a frozen process keeps its session). A run that loses its own session stops
+//! sending at once (its fence) and never reconnects, since its claims may meanwhile have been
+//! taken for a dead run's; a run taken over is recorded `lost` by the taker, under its row's
+//! lock, so its next round trip stops it too.
 //!
 //! One task owns the connection; every command that arrives while it works joins the next
 //! transaction. Claims (the `dispatched` marks) are committed synchronously before anything is
 //! sent; results may be committed asynchronously (`synchronous_commit = off`): a result lost in
 //! a crash of the server leaves its message `dispatched`, in doubt, the safe reading.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
@@ -27,13 +29,14 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Statement, Transaction};
 use uuid::Uuid;
 
-use super::{Claim, Claimed, Identity, JournalStore, Row, State};
+use super::fence::heartbeat_every;
+use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
 use crate::campaign::message::Fingerprint;
 use crate::client::{tls_config, Verify};
 use crate::error::{Error, Result};
 
 /// The version of the `bizmsg` schema this code reads and writes.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 /// The advisory lock (transaction-level) that makes creating or changing the schema one step
 /// for all processes: a constant of bizmsg's own ("bizmsg" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0000_6269_7a6d_7367;
@@ -67,7 +70,9 @@ const SCHEMA: &str = "
         pid integer,
         started_at timestamptz NOT NULL DEFAULT now(),
         heartbeat_at timestamptz NOT NULL DEFAULT now(),
-        ended_at timestamptz
+        ended_at timestamptz,
+        -- The run's own lease: others judge its heartbeat by it, not by theirs.
+        lease_seconds double precision NOT NULL DEFAULT 300
     );
     CREATE TABLE IF NOT EXISTS bizmsg.messages (
         campaign bigint NOT NULL REFERENCES bizmsg.campaigns (id),
@@ -84,23 +89,37 @@ const SCHEMA: &str = "
         -- The message first: see MESSAGES_KEY.
         CONSTRAINT messages_pkey PRIMARY KEY (fingerprint, campaign, occurrence)
     );
-    -- Whether a run is alive: recorded running, its session's advisory lock held, and a
-    -- heartbeat within the lease. (A bigint advisory lock shows in pg_locks as its high and
-    -- low 32 bits, objsubid 1.)
-    CREATE OR REPLACE FUNCTION bizmsg.run_alive(run uuid, lease_seconds double precision)
+";
+
+/// Whether a run is alive: recorded running, its session's advisory lock held, and a heartbeat
+/// within its own lease and a margin (`fence::TAKE_OVER_AFTER`). (A bigint advisory lock shows
+/// in pg_locks as its high and low 32 bits, objsubid 1.) `bizmsg.run_is_alive` judges a row
+/// the caller has read (locked, for a take-over: see `claim`); `bizmsg.run_alive` looks it up.
+const RUN_ALIVE: &str = "
+    CREATE OR REPLACE FUNCTION bizmsg.run_is_alive(r bizmsg.runs)
     RETURNS boolean LANGUAGE sql STABLE AS $$
-        SELECT EXISTS (
-            SELECT 1 FROM bizmsg.runs r
-            WHERE r.id = run AND r.state = 'running'
-              AND r.heartbeat_at > now() - make_interval(secs => lease_seconds)
-              AND EXISTS (
-                  SELECT 1 FROM pg_locks l
-                  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                    AND l.database = (SELECT oid FROM pg_database
-                                      WHERE datname = current_database())
-                    AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid
-                    AND l.objid = (r.lock_key & 4294967295)::oid))
+        SELECT r.state = 'running'
+           AND r.heartbeat_at > now() - make_interval(secs => r.lease_seconds * 1.25)
+           AND EXISTS (
+               SELECT 1 FROM pg_locks l
+               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                 AND l.database = (SELECT oid FROM pg_database
+                                   WHERE datname = current_database())
+                 AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid
+                 AND l.objid = (r.lock_key & 4294967295)::oid)
+    $$;
+    CREATE OR REPLACE FUNCTION bizmsg.run_alive(run uuid)
+    RETURNS boolean LANGUAGE sql STABLE AS $$
+        SELECT coalesce((SELECT bizmsg.run_is_alive(r) FROM bizmsg.runs r WHERE r.id = run),
+                        false)
     $$;";
+
+/// Version 2 judged every run by the reader's lease: each run's own is recorded from version 3
+/// (runs recorded before keep the default lease, 300 s).
+const OWN_LEASES: &str = "
+    ALTER TABLE bizmsg.runs
+        ADD COLUMN IF NOT EXISTS lease_seconds double precision NOT NULL DEFAULT 300;
+    DROP FUNCTION IF EXISTS bizmsg.run_alive(uuid, double precision);";
 
 /// How the journal's statements are planned, for the session. Each statement finds its messages
 /// by the primary key's first columns, `fingerprint = ANY ($n) AND campaign = $1`, so what it
@@ -122,14 +141,17 @@ const PLANS: &str = "SET plan_cache_mode = force_generic_plan; SET enable_seqsca
 const LOOKUP: &str = "
     SELECT m.fingerprint, m.occurrence, m.idempotency_key, m.state, m.sms_id, m.code, m.msg,
            m.state IN ('dispatched', 'unknown') AND m.run_id IS DISTINCT FROM $3
-               AND bizmsg.run_alive(m.run_id, $4)
+               AND bizmsg.run_alive(m.run_id)
     FROM bizmsg.messages m
-    JOIN unnest($2::uuid[], $5::int4[]) AS i (f, o)
+    JOIN unnest($2::uuid[], $4::int4[]) AS i (f, o)
       ON m.fingerprint = i.f AND m.occurrence = i.o
     WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])";
 
 /// Claims (see `claim`). `inherited_doubt` of the inserted tuple carries the claim's take-over
-/// wish into the conflict arm; a row actually taken over keeps its key and its doubt.
+/// wish into the conflict arm; a row actually taken over keeps its key and its doubt. A row is
+/// taken over only from a run in `$7`, the runs judged dead from their locked rows: the
+/// statement's own snapshot could be older than a run that claimed a row while this waited for
+/// it. Every row won returns the key it holds now, the one the message goes out with.
 const CLAIM: &str = "
     INSERT INTO bizmsg.messages AS m
         (campaign, fingerprint, occurrence, idempotency_key, state, run_id,
@@ -140,20 +162,44 @@ const CLAIM: &str = "
     ON CONFLICT (campaign, fingerprint, occurrence) DO UPDATE
     SET state = 'dispatched', run_id = excluded.run_id,
         inherited_doubt = (m.state IN ('dispatched', 'unknown')
-                           AND m.run_id IS DISTINCT FROM excluded.run_id),
+                           AND (m.run_id IS DISTINCT FROM excluded.run_id
+                                OR m.inherited_doubt)),
         idempotency_key = CASE WHEN m.state IN ('dispatched', 'unknown')
                                THEN m.idempotency_key
                                ELSE excluded.idempotency_key END,
         sms_id = NULL, code = NULL, msg = NULL, updated_at = now()
-    WHERE m.run_id IS NOT DISTINCT FROM excluded.run_id
+    WHERE (m.run_id IS NOT DISTINCT FROM excluded.run_id AND m.state NOT IN ('sent', 'rejected'))
        OR m.state IN ('failed', 'skipped')
        OR (excluded.inherited_doubt AND m.state IN ('dispatched', 'unknown')
-           AND NOT bizmsg.run_alive(m.run_id, $7))
-    RETURNING m.fingerprint, m.occurrence";
+           AND (m.run_id IS NULL OR m.run_id = ANY ($7::uuid[])))
+    RETURNING m.fingerprint, m.occurrence, m.idempotency_key";
 
-/// Locks the rows a write changes, in the claims' order (see `write`).
+/// The runs other than this one (`$4`) holding these messages in doubt.
+const HOLDERS: &str = "
+    SELECT DISTINCT m.run_id FROM bizmsg.messages m
+    JOIN unnest($2::uuid[], $3::int4[]) AS i (f, o)
+      ON m.fingerprint = i.f AND m.occurrence = i.o
+    WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])
+      AND m.state IN ('dispatched', 'unknown') AND m.run_id IS NOT NULL
+      AND m.run_id <> $4";
+
+/// Locks the runs holding rows a claim would take over, in one order, and judges each from its
+/// locked row (the newest version, whatever the statement's snapshot): a holder's heartbeat
+/// cannot then confirm it alive after it was judged dead.
+const JUDGE_HOLDERS: &str = "
+    SELECT r.id, bizmsg.run_is_alive(r) FROM bizmsg.runs r
+    WHERE r.id = ANY ($1::uuid[]) ORDER BY r.id FOR UPDATE";
+
+/// Records the runs whose claims are taken over as lost, in the taking transaction: their next
+/// round trip (`ALIVE`) stops them.
+const MARK_LOST: &str = "
+    UPDATE bizmsg.runs SET state = 'lost', ended_at = now()
+    WHERE id = ANY ($1::uuid[]) AND state = 'running'";
+
+/// Locks the rows a claim or a write changes, in the claims' order (see `write`), with the run
+/// holding each.
 const LOCK_ROWS: &str = "
-    SELECT 1 FROM bizmsg.messages m
+    SELECT m.fingerprint, m.occurrence, m.run_id, m.state FROM bizmsg.messages m
     WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])
       AND (m.fingerprint, m.occurrence) IN (SELECT * FROM unnest($2::uuid[], $3::int4[]))
     ORDER BY m.fingerprint, m.occurrence
@@ -184,6 +230,9 @@ struct Statements {
     alive: Statement,
     lookup: Statement,
     claim: Statement,
+    holders: Statement,
+    judge_holders: Statement,
+    mark_lost: Statement,
     lock_rows: Statement,
     write_rows: Statement,
 }
@@ -194,6 +243,9 @@ impl Statements {
             alive: client.prepare(ALIVE).await?,
             lookup: client.prepare(LOOKUP).await?,
             claim: client.prepare(CLAIM).await?,
+            holders: client.prepare(HOLDERS).await?,
+            judge_holders: client.prepare(JUDGE_HOLDERS).await?,
+            mark_lost: client.prepare(MARK_LOST).await?,
             lock_rows: client.prepare(LOCK_ROWS).await?,
             write_rows: client.prepare(WRITE_ROWS).await?,
         })
@@ -218,6 +270,7 @@ enum Command {
 pub struct PostgresJournal {
     commands: mpsc::UnboundedSender<Command>,
     campaign_id: String,
+    fence: Arc<ClaimFence>,
     /// The database as errors name it (no password).
     name: Arc<str>,
 }
@@ -321,14 +374,21 @@ impl PostgresJournal {
         };
         let failed_pg = |what: &str, error: &tokio_postgres::Error| failed(what, &describe(error));
         let tls = tls_config(&target.verify, &[]).map_err(|e| failed("TLS", &e))?;
+        let registering = Instant::now();
         let (mut client, connection) = target
             .config
             .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
             .await
             .map_err(|e| failed_pg("cannot connect", &e))?;
+        let fence = Arc::new(ClaimFence::new(lease, registering));
         let connection_name = Arc::clone(&name);
+        let connection_fence = Arc::clone(&fence);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            // However it ends, its session's lock is gone with it: other runs may take this
+            // run's claims at once, so it sends nothing more (its fence).
+            let ended = connection.await;
+            connection_fence.lose(format!("its PostgreSQL session ended ({connection_name})"));
+            if let Err(error) = ended {
                 log::error!(target: "bizmsg", "campaign journal {connection_name}: the connection ended: {error}");
             }
         });
@@ -349,14 +409,15 @@ impl PostgresJournal {
             .map_err(|e| failed_pg("cannot lock this run", &e))?;
         client
             .execute(
-                "INSERT INTO bizmsg.runs (id, campaign, lock_key, host, pid) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO bizmsg.runs (id, campaign, lock_key, host, pid, lease_seconds) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
                     &run,
                     &campaign,
                     &lock_key,
                     &super::sqlite::host(),
                     &i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+                    &lease.as_secs_f64(),
                 ],
             )
             .await
@@ -370,13 +431,14 @@ impl PostgresJournal {
             statements,
             campaign,
             run,
-            lease: lease.as_secs_f64(),
             name: Arc::clone(&name),
+            fence: Arc::clone(&fence),
         };
         tokio::spawn(writer.serve(received, lease));
         Ok(PostgresJournal {
             commands,
             campaign_id: campaign_id.to_owned(),
+            fence,
             name,
         })
     }
@@ -417,6 +479,7 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
     match version.as_deref().map(str::parse::<i32>) {
         None => {
             transaction.batch_execute(SCHEMA).await.map_err(sql)?;
+            transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
             transaction
                 .execute(
                     "INSERT INTO bizmsg.meta (name, value) VALUES ('schema_version', $1)",
@@ -426,9 +489,13 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
                 .map_err(sql)?;
         }
         Some(Ok(SCHEMA_VERSION)) => {}
-        Some(Ok(1)) => {
-            // Made by a development build of this version: only the key's order differs.
-            transaction.batch_execute(MESSAGES_KEY).await.map_err(sql)?;
+        Some(Ok(version @ (1 | 2))) => {
+            if version == 1 {
+                // Made by a development build: the key's order differs.
+                transaction.batch_execute(MESSAGES_KEY).await.map_err(sql)?;
+            }
+            transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
+            transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
             transaction
                 .execute(
                     "UPDATE bizmsg.meta SET value = $1 WHERE name = 'schema_version'",
@@ -469,6 +536,10 @@ impl JournalStore for PostgresJournal {
         &self.campaign_id
     }
 
+    fn fence(&self) -> &Arc<ClaimFence> {
+        &self.fence
+    }
+
     fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
@@ -507,9 +578,10 @@ struct Writer {
     statements: Statements,
     campaign: i64,
     run: Uuid,
-    /// The lease, in seconds (what `bizmsg.run_alive` takes).
-    lease: f64,
     name: Arc<str>,
+    /// Confirmed by each round trip that finds this run still `running`, lost at its first
+    /// failure.
+    fence: Arc<ClaimFence>,
 }
 
 /// Tells a waiting caller how its command's transaction went.
@@ -517,7 +589,7 @@ type Reply = Box<dyn FnOnce(Option<&Error>) + Send>;
 
 impl Writer {
     async fn serve(mut self, mut commands: mpsc::UnboundedReceiver<Command>, lease: Duration) {
-        let mut beat = tokio::time::interval((lease / 3).max(Duration::from_secs(1)));
+        let mut beat = tokio::time::interval(heartbeat_every(lease));
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first failure ends the run: every later command gets it.
         let mut failure: Option<Error> = None;
@@ -530,6 +602,7 @@ impl Writer {
                 _ = beat.tick() => {
                     if failure.is_none() {
                         if let Err(error) = self.heartbeat().await {
+                            self.fence.lose(error.to_string());
                             failure = Some(error);
                         }
                     }
@@ -544,6 +617,9 @@ impl Writer {
             if failure.is_none() {
                 if let Err(error) = self.run_batch(batch, &mut replies).await {
                     log::error!(target: "bizmsg", "campaign journal {}: {error}", self.name);
+                    // No journal transaction of this run may fail and its sends go on: what it
+                    // holds is unknown now.
+                    self.fence.lose(error.to_string());
                     failure = Some(error);
                 }
             } else {
@@ -567,15 +643,21 @@ impl Writer {
         }
     }
 
+    /// A sign of life when there is nothing to write, which confirms the fence too: the same
+    /// statement every transaction starts with.
     async fn heartbeat(&self) -> Result<()> {
-        self.client
-            .execute(
-                "UPDATE bizmsg.runs SET heartbeat_at = now() WHERE id = $1",
-                &[&self.run],
-            )
+        let started = Instant::now();
+        let alive: bool = self
+            .client
+            .query_one(&self.statements.alive, &[&self.run])
             .await
-            .map(drop)
-            .map_err(|e| self.failed(&e))
+            .map_err(|e| self.failed(&e))?
+            .get(0);
+        if !alive {
+            return Err(taken_over(&self.name));
+        }
+        self.fence.confirm(started);
+        Ok(())
     }
 
     fn failed(&self, error: &tokio_postgres::Error) -> Error {
@@ -678,15 +760,19 @@ impl Writer {
                 Command::Claim { .. } | Command::Write { reply: Some(_), .. }
             )
         });
-        let (campaign, run, lease) = (self.campaign, self.run, self.lease);
+        let (campaign, run) = (self.campaign, self.run);
         let statements = &self.statements;
+        let started = Instant::now();
         let transaction = self.client.transaction().await.map_err(Attempt::of)?;
-        if !durable {
-            transaction
-                .batch_execute("SET LOCAL synchronous_commit = off")
-                .await
-                .map_err(Attempt::of)?;
-        }
+        // Set either way: a claim must not rely on the server's default.
+        transaction
+            .batch_execute(if durable {
+                "SET LOCAL synchronous_commit = on"
+            } else {
+                "SET LOCAL synchronous_commit = off"
+            })
+            .await
+            .map_err(Attempt::of)?;
         // A run taken for dead (its lock found gone, its lease past) stops: its claims may be
         // another run's by now.
         let alive: bool = transaction
@@ -695,24 +781,23 @@ impl Writer {
             .map_err(Attempt::of)?
             .get(0);
         if !alive {
-            return Err(Attempt::Stop(Error::SharedState(format!(
-                "journal {}: this run was taken for a dead one (its lease passed): it stops",
-                self.name
-            ))));
+            return Err(Attempt::Stop(taken_over(&self.name)));
         }
         let mut answers = Vec::with_capacity(batch.len());
         let mut writes: Vec<Row> = Vec::new();
+        // Rows this run claimed that a write found held by another run.
+        let mut lost = 0;
         for command in batch {
             match command {
                 Command::Lookup { identities, .. } => {
-                    let rows = lookup(&transaction, statements, campaign, run, lease, identities)
+                    let rows = lookup(&transaction, statements, campaign, run, identities)
                         .await
                         .map_err(Attempt::of)?;
                     answers.push(Answer::Rows(rows));
                 }
                 Command::Claim { claims, .. } => {
                     // Earlier writes of the batch first: the order the engine gave.
-                    write(
+                    lost += write(
                         &transaction,
                         statements,
                         campaign,
@@ -721,7 +806,7 @@ impl Writer {
                     )
                     .await
                     .map_err(Attempt::of)?;
-                    let claimed = claim(&transaction, statements, campaign, run, lease, claims)
+                    let claimed = claim(&transaction, statements, campaign, run, claims)
                         .await
                         .map_err(Attempt::of)?;
                     answers.push(Answer::Claimed(claimed));
@@ -732,12 +817,29 @@ impl Writer {
                 }
             }
         }
-        write(&transaction, statements, campaign, run, writes)
+        lost += write(&transaction, statements, campaign, run, writes)
             .await
             .map_err(Attempt::of)?;
         transaction.commit().await.map_err(Attempt::of)?;
+        if lost > 0 {
+            // What it still held is committed; it stops before sending anything more.
+            return Err(Attempt::Stop(Error::SharedState(format!(
+                "journal {}: {lost} message(s) this run claimed are held by another run (this \
+                 run was taken over): it stops",
+                self.name
+            ))));
+        }
+        self.fence.confirm(started);
         Ok(answers)
     }
+}
+
+/// What a run recorded `lost` by another is told.
+fn taken_over(name: &str) -> Error {
+    Error::SharedState(format!(
+        "journal {name}: this run was taken for a dead one (its lease passed, or its session \
+         ended) and its claims taken over: it stops"
+    ))
 }
 
 /// Transactions rolled back by the server for a conflict, run again within one batch.
@@ -824,7 +926,6 @@ async fn lookup(
     statements: &Statements,
     campaign: i64,
     run: Uuid,
-    lease: f64,
     identities: &[Identity],
 ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
     if identities.is_empty() {
@@ -835,7 +936,7 @@ async fn lookup(
     let found = transaction
         .query(
             &statements.lookup,
-            &[&campaign, &fingerprints, &run, &lease, &occurrences],
+            &[&campaign, &fingerprints, &run, &occurrences],
         )
         .await?;
     Ok(found.iter().map(row_from).collect())
@@ -858,19 +959,24 @@ fn row_from(found: &tokio_postgres::Row) -> Row {
         msg: found.get(6),
         clears_doubt: false,
         held_elsewhere: found.get::<_, Option<bool>>(7).unwrap_or(false),
+        claimed: false,
     }
 }
 
 /// Claims in one statement: a message is won when it has no record (inserted), a record of
-/// this run, one that says it was never sent, or (taken over) one in doubt whose run is gone;
-/// the statement returns what it won. Sorted, so that concurrent claims of overlapping
-/// messages lock them in one order and never deadlock.
+/// this run without a result, one that says it was never sent, or (taken over) one in doubt
+/// whose run is dead; the statement returns what it won, with each record's key. Sorted, so
+/// that concurrent claims of overlapping messages lock them in one order and never deadlock.
+///
+/// A take-over judges the holders first, from their locked rows (`JUDGE_HOLDERS`), and records
+/// the dead ones `lost` in this transaction: a run judged dead cannot confirm itself alive
+/// before this commits, and afterwards learns it was taken over. (Runs rows are locked before
+/// message rows, as a run's own transactions lock them: its heartbeat comes first.)
 async fn claim(
     transaction: &Transaction<'_>,
     statements: &Statements,
     campaign: i64,
     run: Uuid,
-    lease: f64,
     claims: &[Claim],
 ) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
     if claims.is_empty() {
@@ -883,6 +989,7 @@ async fn claim(
     let occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    let dead = dead_holders(transaction, statements, campaign, run, claims).await?;
     let won_rows = transaction
         .query(
             &statements.claim,
@@ -893,57 +1000,113 @@ async fn claim(
                 &occurrences,
                 &keys,
                 &take_over,
-                &lease,
+                &dead,
             ],
         )
         .await?;
-    let won: HashSet<(Uuid, i32)> = won_rows
+    let mut won: HashMap<(Uuid, i32), Option<String>> = won_rows
         .iter()
-        .map(|row| (row.get::<_, Uuid>(0), row.get::<_, i32>(1)))
+        .map(|row| {
+            (
+                (row.get::<_, Uuid>(0), row.get::<_, i32>(1)),
+                row.get::<_, Option<String>>(2),
+            )
+        })
         .collect();
     let lost: Vec<Identity> = claims
         .iter()
         .map(|c| c.identity)
-        .filter(|i| !won.contains(&(uuid_of(i.fingerprint), occurrence_of(*i))))
+        .filter(|i| !won.contains_key(&(uuid_of(i.fingerprint), occurrence_of(*i))))
         .collect();
-    let mut records: HashMap<Identity, Row> =
-        lookup(transaction, statements, campaign, run, lease, &lost)
-            .await?
-            .into_iter()
-            .map(|row| (row.identity, row))
-            .collect();
+    let mut records: HashMap<Identity, Row> = lookup(transaction, statements, campaign, run, &lost)
+        .await?
+        .into_iter()
+        .map(|row| (row.identity, row))
+        .collect();
     Ok(claims
         .iter()
         .map(|claim| {
-            if won.contains(&(
+            let position = (
                 uuid_of(claim.identity.fingerprint),
                 occurrence_of(claim.identity),
-            )) {
-                Claimed::Won
-            } else {
+            );
+            match won.remove(&position) {
+                // A record always has a key once claimed; the claim's own is a fallback only.
+                Some(key) => Claimed::Won {
+                    key: key.unwrap_or_else(|| claim.key.clone()),
+                },
                 // A record that vanished meanwhile cannot be (records are never deleted): it
                 // is reported as held elsewhere, the safe reading.
-                Claimed::Lost(records.remove(&claim.identity).unwrap_or_else(|| {
+                None => Claimed::Lost(records.remove(&claim.identity).unwrap_or_else(|| {
                     let mut row = Row::new(claim.identity, State::Dispatched, None);
                     row.held_elsewhere = true;
                     row
-                }))
+                })),
             }
         })
         .collect())
 }
 
+/// The runs holding the messages of take-over claims that are dead, judged from their locked
+/// rows and recorded `lost`.
+async fn dead_holders(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    claims: &[Claim],
+) -> std::result::Result<Vec<Uuid>, tokio_postgres::Error> {
+    let (fingerprints, occurrences): (Vec<Uuid>, Vec<i32>) = claims
+        .iter()
+        .filter(|claim| claim.take_over)
+        .map(|claim| {
+            (
+                uuid_of(claim.identity.fingerprint),
+                occurrence_of(claim.identity),
+            )
+        })
+        .unzip();
+    if fingerprints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holders: Vec<Uuid> = transaction
+        .query(
+            &statements.holders,
+            &[&campaign, &fingerprints, &occurrences, &run],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if holders.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dead: Vec<Uuid> = transaction
+        .query(&statements.judge_holders, &[&holders])
+        .await?
+        .iter()
+        .filter(|row| !row.get::<_, Option<bool>>(1).unwrap_or(false))
+        .map(|row| row.get(0))
+        .collect();
+    if !dead.is_empty() {
+        transaction.execute(&statements.mark_lost, &[&dead]).await?;
+    }
+    Ok(dead)
+}
+
 /// Writes the records of messages this run holds (the last write of each message in the
-/// batch: it supersedes the earlier ones), never losing a result or a doubt.
+/// batch: it supersedes the earlier ones), never losing a result or a doubt. Returns how many
+/// of the messages this run claimed (`Row::claimed`) another run holds now: this run was
+/// taken over, and the caller stops it.
 async fn write(
     transaction: &Transaction<'_>,
     statements: &Statements,
     campaign: i64,
     run: Uuid,
     rows: Vec<Row>,
-) -> std::result::Result<(), tokio_postgres::Error> {
+) -> std::result::Result<usize, tokio_postgres::Error> {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let mut last: HashMap<Identity, Row> = HashMap::with_capacity(rows.len());
     for row in rows {
@@ -963,13 +1126,30 @@ async fn write(
     let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
     // Locked first in one order (the claims' order), so that a claim of the same messages by
     // another run, sorted too, cannot hold one of them while waiting for another this holds.
-    // The UPDATE's join would lock them in the order of its plan.
-    transaction
-        .execute(
+    // The UPDATE's join would lock them in the order of its plan. The lock also tells who
+    // holds each: a row this run claimed and another holds is never written, and not silently.
+    let holders: HashMap<(Uuid, i32), Option<Uuid>> = transaction
+        .query(
             &statements.lock_rows,
             &[&campaign, &fingerprints, &occurrences],
         )
-        .await?;
+        .await?
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+        .collect();
+    let lost = rows
+        .iter()
+        .filter(|row| row.claimed)
+        .filter(|row| {
+            let position = (
+                uuid_of(row.identity.fingerprint),
+                occurrence_of(row.identity),
+            );
+            holders
+                .get(&position)
+                .is_some_and(|holder| *holder != Some(run))
+        })
+        .count();
     let parameters: [&(dyn ToSql + Sync); 10] = [
         &campaign,
         &run,
@@ -985,7 +1165,7 @@ async fn write(
     transaction
         .execute(&statements.write_rows, &parameters)
         .await?;
-    Ok(())
+    Ok(lost)
 }
 
 #[cfg(test)]
@@ -1000,6 +1180,12 @@ mod tests {
         Identity {
             fingerprint: Fingerprint(n),
             occurrence: 0,
+        }
+    }
+
+    fn won_with(key: &str) -> Claimed {
+        Claimed::Won {
+            key: key.to_owned(),
         }
     }
 
@@ -1072,7 +1258,14 @@ mod tests {
                 &client,
                 "lookup",
                 LOOKUP,
-                &format!("1, {uuids}, gen_random_uuid(), 60, ARRAY[0, 0]"),
+                &format!("1, {uuids}, gen_random_uuid(), ARRAY[0, 0]"),
+            )
+            .await,
+            plan_of(
+                &client,
+                "holders",
+                HOLDERS,
+                &format!("1, {uuids}, ARRAY[0, 0], gen_random_uuid()"),
             )
             .await,
             plan_of(
@@ -1242,11 +1435,11 @@ mod tests {
             .await
             .unwrap();
         let won = first.claim(claims(0..4)).await.unwrap();
-        assert!(won.iter().all(|claim| *claim == Claimed::Won));
+        assert!(won.iter().all(|claim| claim.is_won()));
         let contested = second.claim(claims(2..6)).await.unwrap();
         assert!(matches!(&contested[0], Claimed::Lost(row) if row.held_elsewhere));
         assert!(matches!(&contested[1], Claimed::Lost(row) if row.held_elsewhere));
-        assert_eq!(contested[2..], [Claimed::Won, Claimed::Won]);
+        assert_eq!(contested[2..], [won_with("k4"), won_with("k5")]);
         first
             .write_durably(vec![result(0, State::Sent), result(3, State::Skipped)])
             .await
@@ -1282,9 +1475,11 @@ mod tests {
         again[0].take_over = true;
         again[0].key = "other".into();
         again.extend(claims(3..4));
+        // The run taking a message over is told the key its record holds, the one it may
+        // have gone out with, not its own.
         assert_eq!(
             second.claim(again).await.unwrap(),
-            [Claimed::Won, Claimed::Won]
+            [won_with("k1"), won_with("k3")]
         );
         let kept = second.lookup(vec![identity(1)]).await.unwrap();
         assert_eq!(kept[0].key.as_deref(), Some("k1"));
@@ -1334,7 +1529,7 @@ mod tests {
                         .collect();
                     let answers = run.claim(claims).await.unwrap();
                     for (n, answer) in batch.iter().zip(answers) {
-                        if answer == Claimed::Won {
+                        if answer.is_won() {
                             won.push(*n);
                         }
                     }
@@ -1379,13 +1574,13 @@ mod tests {
                 .await
                 .unwrap()
                 .iter()
-                .all(|c| *c == Claimed::Won));
+                .all(|c| c.is_won()));
             assert!(second
                 .claim(claims(theirs.clone()))
                 .await
                 .unwrap()
                 .iter()
-                .all(|c| *c == Claimed::Won));
+                .all(|c| c.is_won()));
             let cross = |run: Arc<PostgresJournal>,
                          held: std::ops::Range<u128>,
                          wanted: std::ops::Range<u128>| {

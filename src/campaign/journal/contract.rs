@@ -1,0 +1,316 @@
+//! The journal contract, one test each, run against SQLite and PostgreSQL alike: what a take-over
+//! may and may not do to a run, whatever store holds the journal. A frozen run is stood for by
+//! its heartbeat aged in the store itself (what a SIGSTOP does to it); the real processes and
+//! signals are in `tests/test_journal_takeover.py`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Claim, Claimed, Identity, JournalStore, PostgresJournal, SqliteJournal, State};
+use crate::campaign::message::Fingerprint;
+use crate::test_servers::PostgresServer;
+
+/// Long enough that no heartbeat of the journal's own lands while a test ages one.
+const LEASE: Duration = Duration::from_secs(60);
+
+enum Store {
+    Sqlite(PathBuf),
+    Postgres(PostgresServer),
+}
+
+impl Store {
+    /// Both stores, PostgreSQL when a server can be started here (required under
+    /// `BIZMSG_REQUIRE_SERVICES=1`, as every real-server test).
+    fn all() -> Vec<Store> {
+        let dir = std::env::temp_dir().join(format!("bizmsg-contract-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut stores = vec![Store::Sqlite(dir.join("journal.db"))];
+        stores.extend(PostgresServer::start().map(Store::Postgres));
+        stores
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgresql",
+        }
+    }
+
+    async fn open(&self, campaign: &str, lease: Duration) -> Arc<dyn JournalStore> {
+        match self {
+            Store::Sqlite(path) => {
+                let path = path.clone();
+                let campaign = campaign.to_owned();
+                let journal = tokio::task::spawn_blocking(move || {
+                    SqliteJournal::open(&path, Some(&campaign), lease)
+                })
+                .await
+                .unwrap()
+                .unwrap();
+                Arc::new(journal)
+            }
+            Store::Postgres(server) => Arc::new(
+                PostgresJournal::open(&server.url, campaign, lease)
+                    .await
+                    .unwrap(),
+            ),
+        }
+    }
+
+    /// Makes every run recorded running look silent for `seconds`, as a frozen process is.
+    async fn age_heartbeats(&self, seconds: f64) {
+        match self {
+            Store::Sqlite(path) => {
+                let connection = rusqlite::Connection::open(path).unwrap();
+                connection
+                    .execute(
+                        "UPDATE bizmsg_runs SET heartbeat_at = heartbeat_at - ?1 \
+                         WHERE state = 'running'",
+                        [seconds],
+                    )
+                    .unwrap();
+            }
+            Store::Postgres(server) => {
+                connect(&server.url)
+                    .await
+                    .execute(
+                        "UPDATE bizmsg.runs SET heartbeat_at = heartbeat_at \
+                         - make_interval(secs => $1) WHERE state = 'running'",
+                        &[&seconds],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = url
+        .parse::<tokio_postgres::Config>()
+        .unwrap()
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+fn identity(n: u128) -> Identity {
+    Identity {
+        fingerprint: Fingerprint(n),
+        occurrence: 0,
+    }
+}
+
+fn claims(range: std::ops::Range<u128>, prefix: &str, take_over: bool) -> Vec<Claim> {
+    range
+        .map(|n| Claim {
+            identity: identity(n),
+            key: format!("{prefix}{n}"),
+            take_over,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
+    for store in Store::all() {
+        let name = store.name();
+        let first = store.open("contract", LEASE).await;
+        assert!(first
+            .claim(claims(0..3, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        assert_eq!(first.fence().check(), Ok(()), "{name}");
+        // Frozen past its own lease and the margin.
+        store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
+        let second = store.open("contract", LEASE).await;
+        let taken = second.claim(claims(0..2, "b", true)).await.unwrap();
+        assert_eq!(
+            taken,
+            [
+                Claimed::Won { key: "a0".into() },
+                Claimed::Won { key: "a1".into() }
+            ],
+            "{name}: a take-over is told the recorded keys"
+        );
+        // The run taken over writes a result of a message it no longer holds: an error it
+        // acts on, never silence; and it may send nothing more.
+        let mut sent = super::Row::new(identity(0), State::Sent, Some("a0".into()));
+        sent.claimed = true;
+        let written = first.write_durably(vec![sent]).await;
+        assert!(
+            written.is_err(),
+            "{name}: a taken-over run's write was accepted"
+        );
+        assert!(
+            first.fence().is_lost(),
+            "{name}: the fence of a taken-over run still holds"
+        );
+        let kept = second.lookup(vec![identity(0)]).await.unwrap();
+        assert_eq!(kept[0].state, State::Dispatched, "{name}");
+        assert_eq!(kept[0].key.as_deref(), Some("a0"), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_judged_by_its_own_lease_not_by_the_readers() {
+    for store in Store::all() {
+        let name = store.name();
+        let slow = store.open("leases", LEASE).await;
+        assert!(slow
+            .claim(claims(0..2, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        // Silent for 20 s: well within its own lease of 60 s, far past the reader's of 3 s.
+        store.age_heartbeats(20.0).await;
+        let hasty = store.open("leases", Duration::from_secs(3)).await;
+        let answers = hasty.claim(claims(0..2, "b", true)).await.unwrap();
+        assert!(
+            answers
+                .iter()
+                .all(|answer| matches!(answer, Claimed::Lost(row) if row.held_elsewhere)),
+            "{name}: a live run's claims were taken: {answers:?}"
+        );
+        assert_eq!(slow.fence().check(), Ok(()), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_stopped_being_confirmed_stops_sending_until_confirmed_again() {
+    for store in Store::all() {
+        let name = store.name();
+        let lease = Duration::from_millis(400);
+        let run = store.open("confirmed", lease).await;
+        run.claim(claims(0..1, "a", false)).await.unwrap();
+        assert_eq!(run.fence().check(), Ok(()), "{name}");
+        // Its heartbeat every tenth of a second keeps it confirmed with nothing to write.
+        tokio::time::sleep(lease * 2).await;
+        assert_eq!(
+            run.fence().check(),
+            Ok(()),
+            "{name}: an idle run lost its confirmation"
+        );
+        run.flush().await.unwrap();
+        assert_eq!(run.fence().check(), Ok(()), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_postgres_session_ends_stops_sending_at_once() {
+    let Some(server) = PostgresServer::start() else {
+        return;
+    };
+    let run = PostgresJournal::open(&server.url, "terminated", LEASE)
+        .await
+        .unwrap();
+    run.claim(claims(0..1, "a", false)).await.unwrap();
+    let admin = connect(&server.url).await;
+    let ended = Instant::now();
+    let terminated: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l \
+             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
+               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
+               AND l.objid = (r.lock_key & 4294967295)::oid \
+             WHERE r.state = 'running'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(terminated, 1);
+    while !run.fence().is_lost() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "the run still sends 5 s after its session ended"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    eprintln!(
+        "the fence fell {:.1} ms after pg_terminate_backend returned",
+        ended.elapsed().as_secs_f64() * 1e3
+    );
+    assert!(run.write_durably(Vec::new()).await.is_err());
+}
+
+/// A take-over waiting on a row lock judges the holders as they are when it gets the lock, not
+/// as its statement's snapshot saw them: a run that registered and took a message over while
+/// the first waited is alive, and keeps it. (PostgreSQL only: SQLite runs one transaction at a
+/// time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run() {
+    let Some(server) = PostgresServer::start() else {
+        return;
+    };
+    let first = Arc::new(
+        PostgresJournal::open(&server.url, "snapshot", LEASE)
+            .await
+            .unwrap(),
+    );
+    let admin = connect(&server.url).await;
+    // A dead run's claims of messages 1 and 2 (recorded, its lock never held).
+    admin
+        .batch_execute(
+            "INSERT INTO bizmsg.runs (id, campaign, lock_key) SELECT \
+                 'd0000000-0000-0000-0000-000000000000', id, 1001 FROM bizmsg.campaigns \
+                 WHERE name = 'snapshot'; \
+             INSERT INTO bizmsg.messages \
+                 (campaign, fingerprint, occurrence, idempotency_key, state, run_id) \
+             SELECT c.id, m.f::uuid, 0, m.k, 'dispatched', \
+                    'd0000000-0000-0000-0000-000000000000' \
+             FROM bizmsg.campaigns c, (VALUES \
+                 ('00000000-0000-0000-0000-000000000001', 'kD1'), \
+                 ('00000000-0000-0000-0000-000000000002', 'kD2')) AS m (f, k) \
+             WHERE c.name = 'snapshot'",
+        )
+        .await
+        .unwrap();
+    // Another transaction holds message 1's row for a moment.
+    let mut holder = connect(&server.url).await;
+    let holding = holder.transaction().await.unwrap();
+    holding
+        .batch_execute(
+            "SELECT 1 FROM bizmsg.messages \
+             WHERE fingerprint = '00000000-0000-0000-0000-000000000001' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let first = Arc::clone(&first);
+        async move { first.claim(claims(1..3, "b", true)).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A run that starts while the first waits, and takes message 2 over.
+    let second = Arc::new(
+        PostgresJournal::open(&server.url, "snapshot", LEASE)
+            .await
+            .unwrap(),
+    );
+    let meanwhile = tokio::spawn({
+        let second = Arc::clone(&second);
+        async move { second.claim(claims(2..3, "x", true)).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holding.rollback().await.unwrap();
+    let (waited, meanwhile) = (waiting.await.unwrap(), meanwhile.await.unwrap());
+    let holders_of_2 = usize::from(waited[1].is_won()) + usize::from(meanwhile[0].is_won());
+    assert_eq!(
+        holders_of_2, 1,
+        "message 2 held by {holders_of_2} runs: {waited:?} {meanwhile:?}"
+    );
+    // Whoever holds it sends it with the dead run's key.
+    for answer in waited.iter().chain(&meanwhile) {
+        if let Claimed::Won { key } = answer {
+            assert!(key.starts_with("kD"), "{key}");
+        }
+    }
+}

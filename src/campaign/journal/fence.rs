@@ -1,0 +1,194 @@
+//! The fence of a run's claims: whether this run may still send the messages it claimed, checked
+//! immediately before each request is written (`client/body.rs` asks it as it takes the body).
+//!
+//! Another run takes over a run's claims once it judges that run dead: its session or lock gone,
+//! or its heartbeat older than the run's own lease and a margin (`TAKE_OVER_AFTER`). Nothing
+//! tells a frozen run (SIGSTOP, a long GC-like stall, a VM paused) or one whose session was ended
+//! under it that this happened, so the run must tell itself. It holds its claims only while:
+//! - its journal connection is alive and no journal transaction failed (a session that ended
+//!   released its lock: others take its claims at once);
+//! - it was never found taken over (its run recorded `lost` by a taker, or a write that found a
+//!   row it claimed held by another run);
+//! - its last confirmation is recent: the start of the last journal round trip that found it
+//!   still `running` (and refreshed its heartbeat) is younger than `HOLDER_SHARE` of its lease,
+//!   by this host's monotonic clock (a frozen process's monotonic clock runs on).
+//!
+//! The arithmetic: a confirmation that started at T refreshed the heartbeat at a server time no
+//! earlier than T; a taker waits until that heartbeat is older than `TAKE_OVER_AFTER` leases
+//! (1.25), while this run stops sending at T + `HOLDER_SHARE` (0.5) of a lease: three quarters of
+//! a lease separate the holder's last send from the taker's first, whatever the two hosts'
+//! clocks say (each compares times from one clock only). A taker marks the run it takes over
+//! `lost` in the same transaction, under the run's row lock, so a holder's later round trip
+//! cannot confirm it.
+//!
+//! No client-side fence is perfect: a process frozen between the check and its write (a few
+//! microseconds apart) still writes once when it resumes, with the message's recorded key; the
+//! service's `Idempotency-Key` deduplication is the last fence (docs/operations.md).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// The share of its own lease a run goes on sending after its last confirmation.
+pub const HOLDER_SHARE: f64 = 0.5;
+/// How many of a run's own leases its heartbeat must be older than before another run takes
+/// its claims over.
+pub const TAKE_OVER_AFTER: f64 = 1.25;
+
+/// How often a run confirms its claims when it has nothing else to write: well within the
+/// share of its lease it may send on (a slow campaign never waits for a confirmation).
+pub fn heartbeat_every(lease: Duration) -> Duration {
+    (lease / 4).max(Duration::from_millis(50))
+}
+
+/// Why a run may not send now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unfenced {
+    /// For good: its claims may be another run's by now.
+    Lost(String),
+    /// Until its journal confirms its claims again (its last confirmation is this old).
+    Stale(Duration),
+}
+
+impl std::fmt::Display for Unfenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfenced::Lost(reason) => write!(f, "this run no longer holds its claims: {reason}"),
+            Unfenced::Stale(age) => write!(
+                f,
+                "this run's journal has not confirmed its claims for {:.1}s",
+                age.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// One run's fence, shared by its journal (which confirms or loses it) and its sends.
+#[derive(Debug)]
+pub struct ClaimFence {
+    origin: Instant,
+    /// Nanoseconds from `origin` to the start of the last confirming round trip.
+    confirmed: AtomicU64,
+    /// How long after a confirmation the run may send.
+    window: Duration,
+    lost: OnceLock<String>,
+    /// Woken at each confirmation and at the loss.
+    changed: Notify,
+}
+
+impl ClaimFence {
+    /// The fence of a run with `lease`, confirmed by a round trip that started at `confirmed`.
+    pub fn new(lease: Duration, confirmed: Instant) -> Self {
+        let fence = ClaimFence {
+            origin: confirmed,
+            confirmed: AtomicU64::new(0),
+            window: lease.mul_f64(HOLDER_SHARE),
+            lost: OnceLock::new(),
+            changed: Notify::new(),
+        };
+        fence.confirm(confirmed);
+        fence
+    }
+
+    /// A round trip that started at `started` found the run still holding its claims.
+    pub fn confirm(&self, started: Instant) {
+        let at = nanos(started.saturating_duration_since(self.origin));
+        self.confirmed.fetch_max(at, Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    /// The run lost its claims, for good (the first reason is kept).
+    pub fn lose(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if self.lost.set(reason.clone()).is_ok() {
+            log::error!(target: "bizmsg", "campaign journal: this run stops sending: {reason}");
+        }
+        self.changed.notify_waiters();
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.get().is_some()
+    }
+
+    /// Whether the run may send now.
+    pub fn check(&self) -> std::result::Result<(), Unfenced> {
+        if let Some(reason) = self.lost.get() {
+            return Err(Unfenced::Lost(reason.clone()));
+        }
+        let confirmed = Duration::from_nanos(self.confirmed.load(Ordering::Acquire));
+        let age = self.origin.elapsed().saturating_sub(confirmed);
+        if age > self.window {
+            return Err(Unfenced::Stale(age));
+        }
+        Ok(())
+    }
+
+    /// Waits while the fence is only stale (a journal round trip is slow, or it is waiting for
+    /// another run's lock): until it is confirmed again, or lost.
+    pub async fn valid(&self) -> std::result::Result<(), Unfenced> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.check() {
+                Err(Unfenced::Stale(_)) => {}
+                other => return other,
+            }
+            // A heartbeat comes within a quarter lease when nothing else is written; the timer
+            // is only a backstop for a confirmation that raced the registration above.
+            let _ = tokio::time::timeout(self.window, changed).await;
+        }
+    }
+}
+
+impl crate::client::SendFence for ClaimFence {
+    fn may_send(&self) -> std::result::Result<(), String> {
+        self.check().map_err(|unfenced| unfenced.to_string())
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_goes_stale_past_its_share_of_the_lease_and_a_loss_is_for_good() {
+        let lease = Duration::from_millis(200);
+        let fence = ClaimFence::new(lease, Instant::now());
+        assert_eq!(fence.check(), Ok(()));
+        std::thread::sleep(Duration::from_millis(130));
+        assert!(matches!(fence.check(), Err(Unfenced::Stale(_))));
+        fence.confirm(Instant::now());
+        assert_eq!(fence.check(), Ok(()));
+        // An older round trip answered late never moves the confirmation back.
+        fence.confirm(Instant::now() - Duration::from_secs(1));
+        assert_eq!(fence.check(), Ok(()));
+        fence.lose("taken over");
+        fence.confirm(Instant::now());
+        assert!(
+            matches!(fence.check(), Err(Unfenced::Lost(reason)) if reason == "taken over"),
+            "a confirmation after the loss does not restore it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stale_fence_waits_for_its_confirmation() {
+        let lease = Duration::from_millis(100);
+        let fence = std::sync::Arc::new(ClaimFence::new(lease, Instant::now()));
+        tokio::time::sleep(Duration::from_millis(70)).await;
+        let confirming = std::sync::Arc::clone(&fence);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            confirming.confirm(Instant::now());
+        });
+        assert_eq!(fence.valid().await, Ok(()));
+        fence.lose("session ended");
+        assert!(matches!(fence.valid().await, Err(Unfenced::Lost(_))));
+    }
+}
