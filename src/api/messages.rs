@@ -86,9 +86,19 @@ impl Client {
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
-        self.take_shared_slot(&request.from, call).await?;
-        self.send_encoded(&Arc::new(request), body, idempotency_key, call, None)
-            .await
+        let tier = self.take_shared_slot(&request.from, call).await?;
+        let request = Arc::new(request);
+        let sent = self
+            .send_encoded(&request, body, idempotency_key, call, None)
+            .await;
+        // Sent, or perhaps sent: counted (a count too many only warns early).
+        if matches!(
+            sent,
+            Ok(_) | Err(crate::error::Error::SendOutcomeUnknown(_))
+        ) {
+            self.count_recipient(tier, &request.to).await;
+        }
+        sent
     }
 
     /// [`Client::send_request`] for a request already encoded (`body`): a message sent

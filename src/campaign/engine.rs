@@ -86,6 +86,24 @@ async fn sleep_until_some(when: Option<std::time::Instant>) {
     }
 }
 
+/// A shared store that may evict keys (`policy`): refused where the tier is enforced (an
+/// evicted tier count lets an account pass its tier unseen), a warning otherwise (an evicted
+/// pace or pause lets a moment's sends through unpaced).
+fn evicting_store(policy: &str, enforcing_tier: bool) -> Result<()> {
+    let why = format!(
+        "the shared limits' Redis may evict keys (maxmemory-policy {policy} with maxmemory set): \
+         paces, pauses and tier counts can vanish under memory pressure. Use maxmemory-policy \
+         noeviction, or a Redis (or database) of bizmsg's own"
+    );
+    if enforcing_tier {
+        return Err(Error::SharedState(format!(
+            "{why}; the tier is not enforced on such a store (enforce_tier=False sends anyway)"
+        )));
+    }
+    log::warn!(target: "bizmsg", "campaign: {why}");
+    Ok(())
+}
+
 /// Claims being made, and the queue they were made for.
 type Marking = BoxFuture<'static, Result<(u64, Vec<Claimed>)>>;
 
@@ -173,7 +191,10 @@ impl<P: Send + 'static> Engine<P> {
         let limits: Arc<dyn LimitsStore> = match client.shared_limits() {
             Some(shared) => {
                 // Reachable before anything is sent, or the campaign does not start.
-                shared.check().await?;
+                let health = shared.check().await?;
+                if let Some(policy) = health.evicts {
+                    evicting_store(&policy, options.pace_auto && options.enforce_tier)?;
+                }
                 shared
             }
             None => Arc::new(LocalLimits::new(gate)),

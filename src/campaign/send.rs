@@ -234,6 +234,14 @@ impl Attempted {
     }
 }
 
+/// Whether a message waited for its pair's spacing (shared limits).
+enum PairWait {
+    Clear,
+    Waited,
+    /// The campaign stopped while it waited.
+    Stopped,
+}
+
 /// The platform's throughput code: the sender sends too fast.
 const SENDER_THROUGHPUT: &str = "130429";
 
@@ -314,23 +322,36 @@ async fn attempt(
             .wait_for(|state| *state != RUN)
             .await;
     };
+    // Shared limits: a pair spaced by another process (its pair-rate code) waits here too.
+    let pair_spaced = || async {
+        if !limits.is_shared() {
+            return Ok(PairWait::Clear);
+        }
+        match limits.pair_wait(from, &prepared.request.to).await? {
+            wait if wait.is_zero() => Ok(PairWait::Clear),
+            wait => Ok(tokio::select! {
+                () = tokio::time::sleep(wait) => PairWait::Waited,
+                () = stopped() => PairWait::Stopped,
+            }),
+        }
+    };
     loop {
-        // Shared limits: a pair spaced by another process (its pair-rate code) waits here too.
-        if limits.is_shared() {
-            match limits.pair_wait(from, &prepared.request.to).await {
-                Ok(wait) if wait.is_zero() => {}
-                Ok(wait) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = stopped() => return Attempted::stopped_before_sending(key),
-                    }
-                }
-                Err(error) => return Attempted::not_sent(error, key),
-            }
+        match pair_spaced().await {
+            Ok(PairWait::Clear | PairWait::Waited) => {}
+            Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
+            Err(error) => return Attempted::not_sent(error, key),
         }
         if let Err(error) = limits.admit(slot, None).await {
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
+        }
+        // The pacing wait may have been long: a pair spaced meanwhile (by another process)
+        // waits now, and takes a new slot after.
+        match pair_spaced().await {
+            Ok(PairWait::Clear) => {}
+            Ok(PairWait::Waited) => continue,
+            Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
+            Err(error) => return Attempted::not_sent(error, key),
         }
         // After the pacing wait, which may be long: this run must still hold its claim. A slow
         // journal round trip is waited for; a claim lost is lost for good. (The body is checked

@@ -61,6 +61,14 @@ pub struct TierCount {
     pub unique: u64,
 }
 
+/// What [`LimitsStore::check`] found of the store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// The store may evict keys under memory pressure (its eviction policy, when it is not
+    /// `noeviction` and a memory limit is set): paces, pauses and tier counts may vanish.
+    pub evicts: Option<String>,
+}
+
 /// Where the limits are kept. Every method may fail only for a store that lives elsewhere
 /// (Redis): a local store always answers.
 pub trait LimitsStore: Send + Sync {
@@ -101,9 +109,10 @@ pub trait LimitsStore: Send + Sync {
     /// process's, for one campaign).
     fn is_shared(&self) -> bool;
 
-    /// Checks that the store answers (a campaign asks before it sends anything).
-    fn check(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(std::future::ready(Ok(())))
+    /// Checks that the store answers, and how it keeps what it is given (a campaign asks
+    /// before it sends anything).
+    fn check(&self) -> BoxFuture<'_, Result<StoreHealth>> {
+        Box::pin(std::future::ready(Ok(StoreHealth::default())))
     }
 
     /// The senders' paces one process looked up and cached in the store (`paces.rs`'s JSON),

@@ -1,11 +1,15 @@
 //! The paces of a client's senders, for single sends under shared limits: each send takes a
 //! slot of its sender's pace, so that web workers' transactional sends and a campaign on the
-//! same number together stay under it. A number's throughput is looked up once (the account
+//! same number together stay under it; and each one sent counts its recipient against the
+//! sender's account's messaging tier, as a campaign's do, so that a campaign after them knows
+//! the account's room. A number's throughput and account are looked up once (the account
 //! listing) and cached in the shared store for every process, and in this process for a while.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 use super::LimitsStore;
 use crate::campaign::{verdict, Directory, Verdict};
@@ -16,8 +20,20 @@ use crate::error::Result;
 /// quality changes over hours, not seconds.
 const FRESH_FOR: Duration = Duration::from_secs(10 * 60);
 
-/// Each sender's pace (digits -> messages per second, `None`: none).
-type Paces = HashMap<String, Option<f64>>;
+/// What single sends need of a sender: its pace, and the tier its recipients count against.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SenderFacts {
+    /// Messages per second; `None`: unpaced (an unknown throughput, or not a number of this
+    /// client's accounts: the service judges the send).
+    pub(crate) pace: Option<f64>,
+    /// The account whose tier its recipients count against, when the tier has a limit.
+    pub(crate) account: Option<String>,
+    /// That account's unique recipients per rolling 24 h.
+    pub(crate) limit: Option<u64>,
+}
+
+/// Each sender's facts, by digits.
+type Paces = HashMap<String, SenderFacts>;
 
 /// One client's memo of its senders' paces, and when they were looked up.
 #[derive(Default)]
@@ -26,8 +42,7 @@ pub(crate) struct SenderPaces {
 }
 
 impl SenderPaces {
-    /// The pace of `sender` (digits) in messages per second; `None` when it has none (an
-    /// unknown throughput, or not a number of this account: the service judges the send).
+    /// What single sends need of `sender` (digits).
     pub(crate) async fn of(
         &self,
         sender: &str,
@@ -35,9 +50,9 @@ impl SenderPaces {
         store: &dyn LimitsStore,
         call: &CallOptions,
         deadline: Option<Instant>,
-    ) -> Result<Option<f64>> {
-        if let Some(pace) = self.memo(sender) {
-            return Ok(pace);
+    ) -> Result<SenderFacts> {
+        if let Some(facts) = self.memo(sender) {
+            return Ok(facts);
         }
         let cached: Paces = match store.cached_paces(deadline).await? {
             Some(json) => serde_json::from_str(&json).unwrap_or_default(),
@@ -56,25 +71,25 @@ impl SenderPaces {
             if let Ok(json) = serde_json::to_string(&paces) {
                 store.cache_paces(json, FRESH_FOR, deadline).await?;
             }
-            paces.entry(sender.to_owned()).or_insert(None);
+            paces.entry(sender.to_owned()).or_default();
             paces
         };
-        let pace = paces.get(sender).copied().flatten();
+        let facts = paces.get(sender).cloned().unwrap_or_default();
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), paces));
-        Ok(pace)
+        Ok(facts)
     }
 
-    fn memo(&self, sender: &str) -> Option<Option<f64>> {
+    fn memo(&self, sender: &str) -> Option<SenderFacts> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         let (when, paces) = known.as_ref()?;
         if when.elapsed() > FRESH_FOR {
             return None;
         }
-        paces.get(sender).copied()
+        paces.get(sender).cloned()
     }
 }
 
-/// Every sender's pace, from the account listing (the same rules as `pace="auto"`).
+/// Every sender's pace and tier, from the account listing (the same rules as `pace="auto"`).
 async fn lookup(client: &Client, call: &CallOptions) -> Result<Paces> {
     let directory = Directory::fetch(client, call).await?;
     Ok(directory
@@ -84,7 +99,15 @@ async fn lookup(client: &Client, call: &CallOptions) -> Result<Paces> {
                 Verdict::Send { pace, .. } => pace,
                 Verdict::Refuse(_) => None,
             };
-            (sender.digits.clone(), pace)
+            let account = directory
+                .account(&sender.account_id)
+                .filter(|account| account.limit.is_some());
+            let facts = SenderFacts {
+                pace,
+                account: account.map(|account| account.id.clone()),
+                limit: account.and_then(|account| account.limit),
+            };
+            (sender.digits.clone(), facts)
         })
         .collect())
 }

@@ -12,6 +12,7 @@ installed skips the test with the way to install it, or fails it under
 | ``redis_tls_server`` | the same over TLS only, ``rediss://`` |
 | ``start_redis`` | ``start_redis(durable=True, password=False, tls=...)``: more Redis servers |
 | ``postgres_server`` | PostgreSQL 15, user and database ``bizmsg`` with a password (``PostgresServer``) |
+| ``start_pgbouncer`` | ``start_pgbouncer(postgres_server, pool_mode="transaction")``: PgBouncer before it |
 | ``sandbox_process`` | ``python -m bizmsg sandbox`` as a process (``SandboxProcess``) |
 | ``start_sandbox_process`` | ``start_sandbox_process(["--enforce-limits"])``: more of them |
 | ``nginx_server`` | nginx with TLS (keep-alive 1 s) and h2 (GOAWAY every 50) before ``sandbox_process`` |
@@ -38,6 +39,7 @@ from .celery_worker import CeleryWorker
 from .haproxy_server import HAProxyServer
 from .hosts import Hosts
 from .nginx_server import NginxServer
+from .pgbouncer_server import PgBouncerServer
 from .postgres_server import PostgresServer
 from .processes import ServiceStartError, still_running, stop_all
 from .redis_server import RedisServer
@@ -90,6 +92,17 @@ def postgres_server() -> Iterator[PostgresServer]:
         server = PostgresServer()
     with server:
         yield server
+
+
+@pytest.fixture
+def start_pgbouncer() -> Iterator[Callable[..., PgBouncerServer]]:
+    with ExitStack() as stack:
+        def start(postgres: PostgresServer, **options: Any) -> PgBouncerServer:
+            with installed():
+                server = PgBouncerServer(postgres, **options)
+            return stack.enter_context(server)
+
+        yield start
 
 
 @pytest.fixture

@@ -7,6 +7,9 @@ persistence does. ``durable=True`` writes every command to the append-only file 
 answering it (``appendfsync always``), so a kill -9 and :meth:`RedisServer.restart` keep the data:
 the fault tests choose which of the two worlds they test.
 
+``maxmemory_policy="allkeys-lru"`` gives it a memory limit and that eviction policy, as a shared
+cache has.
+
 ``tls=TLSFiles`` serves TLS only (``tls-port``, ``port 0``): its URL is ``rediss://`` and a client
 trusts ``tls.ca_path``.
 """
@@ -31,12 +34,13 @@ class RedisServer:
     ``password`` (``None`` with ``password=False``), ``port``, ``dir``, ``tls``."""
 
     def __init__(self, *, password: bool = True, durable: bool = False,
-                 tls: TLSFiles | None = None) -> None:
+                 tls: TLSFiles | None = None, maxmemory_policy: str | None = None) -> None:
         self.program = find_program("redis-server", package="redis-server")
         self.port = free_port()
         self.password = f"pw-{secrets.token_hex(12)}" if password else None
         self.durable = durable
         self.tls = tls
+        self.maxmemory_policy = maxmemory_policy
         self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-redis-"))
         self.process: ServerProcess | None = None
         scheme = "rediss" if tls is not None else "redis"
@@ -65,6 +69,9 @@ class RedisServer:
             'save ""',
             "databases 16",
         ]
+        if self.maxmemory_policy is not None:
+            # A memory limit and a policy, as a shared cache has.
+            lines += ["maxmemory 64mb", f"maxmemory-policy {self.maxmemory_policy}"]
         if self.durable:
             lines += ["appendonly yes", "appendfsync always"]
         else:

@@ -219,10 +219,10 @@ const WRITE_ROWS: &str = "
       AND NOT (m.state IN ('dispatched', 'unknown') AND u.s IN ('failed', 'skipped')
                AND (m.inherited_doubt OR NOT u.clears))";
 
-/// Every transaction's first statement: the run's heartbeat, and whether it is still taken for
-/// alive.
-const ALIVE: &str =
-    "UPDATE bizmsg.runs SET heartbeat_at = now() WHERE id = $1 RETURNING state = 'running'";
+/// Every transaction's first statement: the run's heartbeat, whether it is still taken for
+/// alive, and the server process of its session (see `Writer::same_session`).
+const ALIVE: &str = "UPDATE bizmsg.runs SET heartbeat_at = now() WHERE id = $1 \
+                     RETURNING state = 'running', pg_backend_pid()";
 
 /// The statements a run uses for every batch, prepared once on its connection: a statement
 /// prepared per use costs a round trip of its own, and its plan, each time.
@@ -392,6 +392,18 @@ impl PostgresJournal {
                 log::error!(target: "bizmsg", "campaign journal {connection_name}: the connection ended: {error}");
             }
         });
+        // A run is one server session: a pooler in transaction mode, which hands each
+        // transaction to any session, is refused before anything else (two statements in a row
+        // reach two sessions on a busy pool), and caught at every transaction after.
+        let session = backend_pid(&client)
+            .await
+            .map_err(|e| failed_pg("cannot read its session", &e))?;
+        let again = backend_pid(&client)
+            .await
+            .map_err(|e| failed_pg("cannot read its session", &e))?;
+        if again != session {
+            return Err(pooled(&name, session, again));
+        }
         // Plans that stay right however big the journal grows (see PLANS).
         client
             .batch_execute(PLANS)
@@ -402,6 +414,7 @@ impl PostgresJournal {
             .map_err(|e| failed("cannot prepare the schema", &e))?;
         let run = Uuid::new_v4();
         let lock_key = i64::from_le_bytes(fastrand::u64(..).to_le_bytes());
+
         // The lock first: a recorded run always holds it while alive.
         client
             .execute("SELECT pg_advisory_lock($1)", &[&lock_key])
@@ -422,6 +435,12 @@ impl PostgresJournal {
             )
             .await
             .map_err(|e| failed_pg("cannot record this run", &e))?;
+        let later = backend_pid(&client)
+            .await
+            .map_err(|e| failed_pg("cannot read its session", &e))?;
+        if later != session {
+            return Err(pooled(&name, session, later));
+        }
         let (commands, received) = mpsc::unbounded_channel();
         let statements = Statements::prepare(&client)
             .await
@@ -431,6 +450,7 @@ impl PostgresJournal {
             statements,
             campaign,
             run,
+            session,
             name: Arc::clone(&name),
             fence: Arc::clone(&fence),
         };
@@ -578,6 +598,8 @@ struct Writer {
     statements: Statements,
     campaign: i64,
     run: Uuid,
+    /// The server process of this run's session (`pg_backend_pid()`): a run is one session.
+    session: i32,
     name: Arc<str>,
     /// Confirmed by each round trip that finds this run still `running`, lost at its first
     /// failure.
@@ -647,13 +669,15 @@ impl Writer {
     /// statement every transaction starts with.
     async fn heartbeat(&self) -> Result<()> {
         let started = Instant::now();
-        let alive: bool = self
+        let found = self
             .client
             .query_one(&self.statements.alive, &[&self.run])
             .await
-            .map_err(|e| self.failed(&e))?
-            .get(0);
-        if !alive {
+            .map_err(|e| self.failed(&e))?;
+        if found.get::<_, i32>(1) != self.session {
+            return Err(pooled(&self.name, self.session, found.get(1)));
+        }
+        if !found.get::<_, bool>(0) {
             return Err(taken_over(&self.name));
         }
         self.fence.confirm(started);
@@ -775,12 +799,18 @@ impl Writer {
             .map_err(Attempt::of)?;
         // A run taken for dead (its lock found gone, its lease past) stops: its claims may be
         // another run's by now.
-        let alive: bool = transaction
+        let found = transaction
             .query_one(&statements.alive, &[&run])
             .await
-            .map_err(Attempt::of)?
-            .get(0);
-        if !alive {
+            .map_err(Attempt::of)?;
+        if found.get::<_, i32>(1) != self.session {
+            return Err(Attempt::Stop(pooled(
+                &self.name,
+                self.session,
+                found.get(1),
+            )));
+        }
+        if !found.get::<_, bool>(0) {
             return Err(Attempt::Stop(taken_over(&self.name)));
         }
         let mut answers = Vec::with_capacity(batch.len());
@@ -832,6 +862,33 @@ impl Writer {
         self.fence.confirm(started);
         Ok(answers)
     }
+}
+
+/// The server process of the connection's session.
+async fn backend_pid(client: &Client) -> std::result::Result<i32, tokio_postgres::Error> {
+    // A simple query: no statement prepared on one session and run on another.
+    let answer = client.simple_query("SELECT pg_backend_pid()").await?;
+    Ok(answer
+        .iter()
+        .find_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+            _ => None,
+        })
+        .unwrap_or_default())
+}
+
+/// What a run is told when its statements reach more than one server session: a pooler in
+/// transaction or statement mode (PgBouncer) sits between it and PostgreSQL. A run is one
+/// session: its lock is its liveness, and its settings and prepared statements are the
+/// session's. Through such a pool a dead run would look alive, and its settings would leak to
+/// the pool's other clients.
+fn pooled(name: &str, first: i32, then: i32) -> Error {
+    Error::SharedState(format!(
+        "journal {name}: its statements reached two PostgreSQL sessions (server processes \
+         {first} and {then}): a connection pooler in transaction or statement mode (PgBouncer's \
+         pool_mode = transaction) is between bizmsg and PostgreSQL. The journal needs one \
+         session per run: connect to PostgreSQL directly, or through a pool in session mode"
+    ))
 }
 
 /// What a run recorded `lost` by another is told.

@@ -9,7 +9,8 @@
 //!   clock for every host, so clock skew between hosts does not matter. `clock=local` passes
 //!   the calling host's clock to each script instead, for stores that refuse `TIME` in scripts
 //!   (Redis before 5 without effects replication, some proxies); hosts must then keep their
-//!   clocks in sync (NTP): a host ahead sees state as older than it is by its skew.
+//!   clocks in sync (NTP): a host ahead sees state as older than it is by its skew, and takes
+//!   slots that much early (logged at connect; keep it under 10 ms: a warning past 50).
 //! - `wait=<seconds>` (default 60): how long an operation waits for an unreachable store,
 //!   retrying with backoff, before it fails with `SharedStateError`.
 //!
@@ -29,7 +30,8 @@
 //! - `pair:<sender>`: a hash recipient -> `n:until` for pairs whose pair rate was hit;
 //! - `acct:<account>:rcpt`: a sorted set recipient -> last contact (ms), the account's unique
 //!   recipients in the last 24 h;
-//! - `paces`: the senders' paces looked up by one process (JSON), for all.
+//! - `paces`: the senders' paces looked up by one process (JSON), for all;
+//! - `epoch`: when the store's state began, without expiry (see below).
 //!
 //! Each key expires on its own once it no longer matters (a pace a minute after its last slot,
 //! a pause when it ends, a pair an hour after its wait, recipients a day after their last).
@@ -51,11 +53,21 @@
 //! a single send raises. A call's deadline that the wait would pass fails with a timeout, and
 //! no slot is taken. A campaign checks the store (PING) before it sends anything.
 //!
-//! A Redis restarted without persistence has forgotten paces, pauses, pair spacing and tier
-//! counts. The damage to pacing is bounded by the horizon: slots granted before the restart
-//! (at most `HORIZON × pace`) plus a fresh schedule make at most `(1 + HORIZON) × pace + 1`
-//! sends in one second (76 for a STANDARD sender paced at 60 under its ceiling of 80). Tier
-//! counts restart from zero: run Redis with persistence (AOF or RDB) where that matters.
+//! A Redis restarted without persistence (or flushed) has forgotten paces, pauses, pair
+//! spacing and tier counts. Pacing notices: the store's epoch (`epoch`, a key without expiry)
+//! is gone, and the first reservation after starts the schedule past the horizon, so the
+//! slots granted before the loss (at most `HORIZON` ahead) never overlap new ones, however
+//! often it happens: no second holds more than the pace. Tier counts restart from zero: run
+//! Redis with persistence (AOF or RDB) where that matters.
+//!
+//! A Redis that evicts keys under memory pressure (`maxmemory` with a policy other than
+//! `noeviction`: a shared cache) drops ours silently: every key of ours expires on its own, so
+//! `volatile-*` policies take them first, and `allkeys-*` take an idle tier count. `check`
+//! reads the policy (`CONFIG GET`, where the store allows it): a campaign that enforces the
+//! tier refuses such a store, others warn. Use `noeviction`, or a Redis of bizmsg's own.
+//!
+//! With `clock=local`, `check` logs how far this host's clock is from the store's (a warning
+//! past 50 ms): a host ahead takes slots and ends pauses that much early.
 //!
 //! # Pair spacing
 //! `pair_wait`, asked before every message of a campaign, is answered from this process's copy

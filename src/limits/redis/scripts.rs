@@ -28,8 +28,14 @@ local function int(x) return string.format('%d', math.floor(x)) end
 /// one message per period, no burst), none further ahead than `horizon`, none before the
 /// service's pause and the sender's pause end.
 ///
-/// KEYS: service pause (string), then the sender's hash (`tat`, `pause`) if ARGV[4] > 0,
-/// then the campaign's hash (`tat`) if ARGV[5] > 0.
+/// The store's epoch (a key without expiry) tells whether it lost its state since the last
+/// reservation: a restart without persistence, a flush, an eviction. Slots granted before the
+/// loss, by any process, may still be up to `horizon` ahead, so a store without an epoch
+/// grants nothing before `now + horizon`: the new schedule never overlaps the old one, however
+/// often the state is lost.
+///
+/// KEYS: the epoch, the service pause (string), then the sender's hash (`tat`, `pause`) if
+/// ARGV[4] > 0, then the campaign's hash (`tat`) if ARGV[5] > 0.
 /// ARGV: clock, horizon µs, want, sender period µs (0: none), campaign period µs (0: none).
 /// Returns `{granted, first, offsets...}`: the offsets (µs from now) of the granted slots;
 /// when none is granted, `first` is the offset of the first slot that could be.
@@ -43,10 +49,11 @@ local want = tonumber(ARGV[3])
 local sp = tonumber(ARGV[4])
 local cp = tonumber(ARGV[5])
 local skey, ckey
-local k = 2
+local k = 3
 if sp > 0 then skey = KEYS[k]; k = k + 1 end
 if cp > 0 then ckey = KEYS[k] end
-local floor = math.max(now, tonumber(redis.call('GET', KEYS[1])) or 0)
+local floor = math.max(now, tonumber(redis.call('GET', KEYS[2])) or 0)
+if redis.call('SET', KEYS[1], int(now), 'NX') then floor = math.max(floor, now + horizon) end
 local stat, spause = 0, 0
 if skey then
   local v = redis.call('HMGET', skey, 'tat', 'pause')
@@ -254,6 +261,11 @@ impl Keys {
         }
     }
 
+    /// When this store's state began (µs), without expiry: gone means the state was lost.
+    pub(super) fn epoch(&self) -> String {
+        format!("{}epoch", self.prefix)
+    }
+
     /// The service's pause (`Retry-After`), a string of µs.
     pub(super) fn service_pause(&self) -> String {
         format!("{}pause", self.prefix)
@@ -284,8 +296,9 @@ impl Keys {
         format!("{}pauses", self.prefix)
     }
 
-    /// The senders' paces, a JSON string (`paces.rs`).
+    /// The senders' paces and tiers, a JSON string (`paces.rs`). (Named anew when what it
+    /// holds changed: versions that read another shape each keep their own.)
     pub(super) fn paces(&self) -> String {
-        format!("{}paces", self.prefix)
+        format!("{}senders", self.prefix)
     }
 }

@@ -1,15 +1,16 @@
 //! The store's operations: each a script (or a plain command) run through the process's
 //! link to Redis, with the reserved slots and the copies of `here.rs` in front.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 
 use super::here::{Here, Pairs, PoolKey, Reading};
 use super::slots::Grant;
+use super::target::Clock;
 use super::{from_micros, lock, micros, period, scripts, RedisLimits};
 use crate::error::{Error, Result};
-use crate::limits::{LimitsStore, Scope, Slot, TierCount, TierVerdict};
+use crate::limits::{LimitsStore, Scope, Slot, StoreHealth, TierCount, TierVerdict};
 
 /// How long a pair's count of pair-rate hits is remembered after its wait ends: a hit within
 /// it waits 4× longer than the last.
@@ -18,12 +19,100 @@ const PAIR_MEMORY: Duration = Duration::from_secs(60 * 60);
 const PAIRS_FRESH_FOR: Duration = Duration::from_secs(1);
 /// How often, at most, a process reads the service's pause for messages with no pace.
 const PAUSE_FRESH_FOR: Duration = Duration::from_millis(250);
+/// With `clock=local`, the difference between a host's clock and the store's past which a
+/// warning is logged: a host ahead takes slots that much early, so 50 ms is a twentieth of a
+/// second's pace in bursts.
+const SKEW_WARNING: Duration = Duration::from_millis(50);
 /// The rolling window of a messaging tier.
 const TIER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// Recipients counted per script: one script blocks the server while it runs.
 const TIER_CHUNK: usize = 512;
 
 impl RedisLimits {
+    /// The store's eviction policy when it may evict keys: a memory limit (`maxmemory`) and a
+    /// policy other than `noeviction`. Every key of ours expires on its own, so `volatile-*`
+    /// policies take them first, and `allkeys-*` ones take an idle tier count. A store that
+    /// refuses `CONFIG` (managed services often do) cannot be checked: said at debug level.
+    async fn eviction_policy(&self, here: &Here) -> Option<String> {
+        let settings: Result<Vec<String>> = here
+            .link
+            .once(|mut connection| async move {
+                ::redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory*")
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await;
+        let settings = match settings {
+            Ok(settings) => settings,
+            Err(error) => {
+                log::debug!(
+                    target: "bizmsg",
+                    "shared limits {}: its eviction policy cannot be read ({error}); it must \
+                     be noeviction",
+                    self.target.shown
+                );
+                return None;
+            }
+        };
+        let setting = |name: &str| {
+            settings
+                .chunks(2)
+                .find(|pair| pair.first().map(String::as_str) == Some(name))
+                .and_then(|pair| pair.get(1).cloned())
+        };
+        let limited = setting("maxmemory").is_some_and(|bytes| bytes.trim() != "0");
+        let policy = setting("maxmemory-policy")?;
+        (limited && policy != "noeviction").then_some(policy)
+    }
+
+    /// With `clock=local`, how far this host's clock is from the store's: logged at connect,
+    /// a warning past `SKEW_WARNING` (a host ahead by `d` takes slots `d` early, and ends
+    /// pauses `d` early).
+    async fn log_clock_difference(&self, here: &Here) {
+        let asked = SystemTime::now();
+        let time: Result<(String, String)> = here
+            .link
+            .once(|mut connection| async move {
+                ::redis::cmd("TIME").query_async(&mut connection).await
+            })
+            .await;
+        let answered = SystemTime::now();
+        let (Ok((seconds, micros_part)), Ok(asked), Ok(answered)) = (
+            time,
+            asked.duration_since(SystemTime::UNIX_EPOCH),
+            answered.duration_since(SystemTime::UNIX_EPOCH),
+        ) else {
+            return;
+        };
+        let (Ok(seconds), Ok(micros_part)) = (seconds.parse::<f64>(), micros_part.parse::<f64>())
+        else {
+            return;
+        };
+        let store = seconds + micros_part / 1e6;
+        let here_then = (asked.as_secs_f64() + answered.as_secs_f64()) / 2.0;
+        let ahead = here_then - store;
+        let round_trip = answered.saturating_sub(asked).as_secs_f64();
+        let text = format!(
+            "shared limits {} (clock=local): this host's clock is {:+.1} ms from the store's \
+             (round trip {:.1} ms)",
+            self.target.shown,
+            ahead * 1e3,
+            round_trip * 1e3
+        );
+        if ahead.abs() > SKEW_WARNING.as_secs_f64() {
+            log::warn!(
+                target: "bizmsg",
+                "{text}: hosts sharing clock=local must keep their clocks within {} ms of each \
+                 other (NTP), or use clock=redis",
+                SKEW_WARNING.as_millis()
+            );
+        } else {
+            log::info!(target: "bizmsg", "{text}");
+        }
+    }
+
     /// Asks for up to `want` slots within `horizon`.
     async fn reserve(
         &self,
@@ -33,7 +122,7 @@ impl RedisLimits {
         horizon: Duration,
         deadline: Option<Instant>,
     ) -> Result<Grant> {
-        let mut keys = vec![self.keys.service_pause()];
+        let mut keys = vec![self.keys.epoch(), self.keys.service_pause()];
         if let Some((sender, _)) = &key.sender {
             keys.push(self.keys.sender(sender));
         }
@@ -317,7 +406,7 @@ impl LimitsStore for RedisLimits {
         true
     }
 
-    fn check(&self) -> BoxFuture<'_, Result<()>> {
+    fn check(&self) -> BoxFuture<'_, Result<StoreHealth>> {
         Box::pin(async move {
             let here = self.here()?;
             let _: String = here
@@ -326,7 +415,12 @@ impl LimitsStore for RedisLimits {
                     ::redis::cmd("PING").query_async(&mut connection).await
                 })
                 .await?;
-            Ok(())
+            if self.target.clock == Clock::Local {
+                self.log_clock_difference(&here).await;
+            }
+            Ok(StoreHealth {
+                evicts: self.eviction_policy(&here).await,
+            })
         })
     }
 

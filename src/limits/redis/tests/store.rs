@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    busiest_second, free_port, multi_thread, redis_binary, run_callers, store, Server, NAMESPACE,
+    busiest_second, free_port, multi_thread, raw, redis_binary, run_callers, store, Server,
+    NAMESPACE,
 };
 use crate::error::Error;
 use crate::limits::redis::RedisLimits;
@@ -695,4 +696,65 @@ fn a_forked_child_makes_its_own_connection() {
     // The parent's connection is untouched by the child (which used one of its own).
     current().block_on(store.admit(slot, None)).unwrap();
     current().block_on(store.check()).unwrap();
+}
+
+/// A store that loses its state (a restart without persistence, a flush, an eviction) twice
+/// within a second: slots granted before each loss are never overlapped by the new schedule,
+/// so no one-second window holds more than the pace (before the store's epoch: 89 in a
+/// second at 60/s, over the bound of 76 the docs then gave).
+#[test]
+fn a_store_that_loses_its_state_never_grants_slots_over_the_pace() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let stores: Vec<_> = (0..2).map(|_| store(&server.url())).collect();
+    let runtime = multi_thread();
+    let port = server.port;
+    let times = std::thread::scope(|scope| {
+        let flusher = scope.spawn(move || {
+            for pause in [1200, 500] {
+                std::thread::sleep(Duration::from_millis(pause));
+                assert!(raw(port, "FLUSHALL\r\n").starts_with("+OK"));
+            }
+        });
+        // 2 × 4 callers × 25 = 200 messages at 60/s: about 3.3 s around both losses.
+        let times = runtime.block_on(run_callers(&stores, 4, 25, Some(("15550031", 60.0)), None));
+        flusher.join().unwrap();
+        times
+    });
+    assert_eq!(times.len(), 200);
+    let busiest = busiest_second(&times);
+    eprintln!("two losses of the store's state within a second: busiest second {busiest}");
+    assert!(busiest <= 61, "busiest second {busiest} at a pace of 60");
+}
+
+/// A store that may evict keys says so (its policy); one that may not, or has no memory limit,
+/// does not.
+#[test]
+fn a_store_that_may_evict_keys_is_told_apart() {
+    for (settings, evicts) in [
+        (
+            &["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"][..],
+            Some("volatile-lru"),
+        ),
+        (
+            &["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"][..],
+            Some("allkeys-lru"),
+        ),
+        (
+            &["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"][..],
+            None,
+        ),
+        (
+            &["--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"][..],
+            None,
+        ),
+    ] {
+        let Some(server) = Server::start(settings) else {
+            return;
+        };
+        let store = store(&server.url());
+        let health = multi_thread().block_on(store.check()).unwrap();
+        assert_eq!(health.evicts.as_deref(), evicts, "{settings:?}");
+    }
 }
