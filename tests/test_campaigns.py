@@ -1340,3 +1340,82 @@ def test_a_ctrl_c_thrown_into_send_many_iter_stops_it_and_every_outcome_still_co
     settle(sandbox)
     sent = {o.message["to"] for o in seen if o.status == "sent"}
     assert sent == set(commits_by_recipient(sandbox))
+
+
+# -- every input message accounted for ------------------------------------------------------------
+
+
+def _dead_service_client() -> bizmsg.Client:
+    """A client of a service nobody listens to (its breaker trips quickly)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return bizmsg.Client("sandbox-token-acme", base_url=f"http://127.0.0.1:{port}",
+                         allow_insecure_http=True, max_retries=0)
+
+
+def _messages(count: int) -> list[dict[str, Any]]:
+    return [{"to": f"86138{i:08d}", "from": "14155550100", "name": "promo",
+             "parameters": [str(i)], "language": "en"} for i in range(count)]
+
+
+def test_a_campaign_that_stops_early_gives_every_message_of_a_list_its_outcome() -> None:
+    """3,000 messages to a dead service: the breaker stops the campaign after its first chunks;
+    the messages it never read are outcomes too (skipped, with the stop's note), in the
+    result, its counts and its repr (before: 1,024 outcomes for 3,000 messages)."""
+    seen: list[int] = []
+    with _dead_service_client() as client:
+        result = client.messages.send_many(
+            _messages(3000), concurrency=4, unreachable_after=3, unreachable_for=0.2,
+            on_result=lambda batch: seen.extend(outcome.index for outcome in batch))
+    assert result.stop_reason is not None
+    assert len(result) == 3000
+    assert [outcome.index for outcome in result] == list(range(3000))
+    assert sorted(seen) == list(range(3000))
+    assert sum(result.counts.values()) == 3000
+    assert result.unread_from is None
+    assert "3,000 messages" in repr(result)
+    last = result[-1]
+    assert last.status == "skipped" and last.reason is not None
+    assert "unreachable" in last.reason
+
+
+def test_a_campaign_that_stops_early_says_where_it_stopped_reading_an_iterator() -> None:
+    """An input without a length is read only as far as the campaign went: the result says
+    from which message on it was not read, and how to go on."""
+    with _dead_service_client() as client:
+        result = client.messages.send_many(
+            iter(_messages(3000)), concurrency=4, unreachable_after=3, unreachable_for=0.2)
+    assert result.stop_reason is not None
+    assert result.unread_from is not None and result.unread_from == len(result) < 3000
+    assert f"not read from message #{result.unread_from:,} on" in repr(result)
+
+
+async def test_an_async_campaign_that_stops_early_accounts_for_every_message() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with bizmsg.AsyncClient("sandbox-token-acme", base_url=f"http://127.0.0.1:{port}",
+                                  allow_insecure_http=True, max_retries=0) as client:
+        result = await client.messages.send_many(
+            _messages(3000), concurrency=4, unreachable_after=3, unreachable_for=0.2)
+        assert len(result) == 3000 and result.unread_from is None
+
+        async def rows() -> Any:
+            for row in _messages(3000):
+                yield row
+
+        streamed = await client.messages.send_many(
+            rows(), concurrency=4, unreachable_after=3, unreachable_for=0.2)
+        assert streamed.unread_from == len(streamed) < 3000
+
+
+def test_send_many_iter_yields_the_unread_messages_of_a_list_too() -> None:
+    with _dead_service_client() as client:
+        outcomes = list(client.messages.send_many_iter(
+            _messages(3000), concurrency=4, unreachable_after=3, unreachable_for=0.2))
+    assert sorted(outcome.index for outcome in outcomes) == list(range(3000))

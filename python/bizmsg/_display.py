@@ -449,6 +449,10 @@ def bulk_result_html(result: Any) -> str:
            f"{result.rate:,.0f}/s</div><div style='margin:4px 0'>{counts}</div>"]
     if result.stop_reason:
         out.append(f"<div style='font-size:12px'>stopped: {_esc(result.stop_reason)}</div>")
+    if result.unread_from is not None:
+        out.append(f"<div style='font-size:12px'>the input was not read from message "
+                   f"#{result.unread_from:,} on: run the campaign again with its journal to go "
+                   f"on</div>")
     if result.warnings:
         out.append(_list_block(f"{len(result.warnings)} warning(s)",
                                [w.message for w in result.warnings]))

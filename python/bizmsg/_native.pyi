@@ -337,7 +337,7 @@ class CampaignRun:
         """The next event (GIL released; Ctrl-C raises here) as ``(sequence, kind, value)``:
         ``"input"`` (how many items), ``"outcomes"`` ([SendOutcome, ...]), ``"warning"``
         ((kind, message, account_id, sender)) or ``"done"`` ({"campaign_id", "stopped",
-        "error"}); ``None`` after done. Events after ``acknowledged`` that were handed out but
+        "not_sent", "error"}); ``None`` after done. Events after ``acknowledged`` that were handed out but
         not used are handed out again first."""
 
     def wait_async(self, acknowledged: int) -> Awaitable[tuple[int, str, Any] | None]:
@@ -345,6 +345,18 @@ class CampaignRun:
 
     def stop(self, abandon: bool) -> None:
         """Stops taking messages; ``abandon`` also stops waiting for those in flight."""
+
+    @property
+    def read(self) -> int:
+        """How many items were read from the input."""
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the input was read to its end."""
+
+    def skip_rest(self, items: Iterator[Any], reason: str) -> list[SendOutcome]:
+        """After an early stop: every item left in ``items`` as a ``skipped`` outcome with
+        ``reason``, numbered on from the items read."""
 
 class MessageFields:
     """The fields of a ``bizmsg.Message``, held by a Rust object (the class ``Message`` is a

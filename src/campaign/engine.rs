@@ -126,10 +126,12 @@ pub(super) async fn run<P: Send + 'static>(
         }
     };
     let error = engine.drive(&mut input).await.err();
+    let not_sent = engine.stopped.is_some().then(|| engine.not_sent_note());
     let summary = Summary {
         campaign_id: engine.campaign_id.clone(),
         stopped: engine.stopped.take(),
         error,
+        not_sent,
     };
     if let Some(journal) = engine.journal.take() {
         // The last outcomes are committed before the caller hears the campaign is done.

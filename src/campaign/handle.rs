@@ -159,6 +159,9 @@ pub struct Summary {
     pub stopped: Option<Stop>,
     /// A failure of the campaign itself (its journal, the sender lookup): raised by the caller.
     pub error: Option<Error>,
+    /// What the messages it did not send were told, once it stopped early: the reason for the
+    /// input it never read, too.
+    pub not_sent: Option<String>,
 }
 
 pub enum Event<P> {

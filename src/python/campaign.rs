@@ -31,6 +31,8 @@ pub(crate) struct CampaignRun {
     run: Arc<tokio::sync::Mutex<Run>>,
     /// Position of the next input item.
     next_index: AtomicU64,
+    /// The input's iterator ended (every item was read).
+    exhausted: std::sync::atomic::AtomicBool,
     delivery: Arc<std::sync::Mutex<Delivery>>,
     /// Stops the campaign without its lock (which `wait` holds while it waits, and a signal
     /// handler runs inside `wait`).
@@ -100,6 +102,7 @@ impl CampaignRun {
             stopper: run.stopper(),
             run: Arc::new(tokio::sync::Mutex::new(run)),
             next_index: AtomicU64::new(0),
+            exhausted: std::sync::atomic::AtomicBool::new(false),
             delivery: Arc::default(),
         })
     }
@@ -144,6 +147,7 @@ impl CampaignRun {
             run.feed(inputs);
         }
         if ended {
+            self.exhausted.store(true, Ordering::Relaxed);
             run.end_input();
         }
         match raised {
@@ -189,6 +193,38 @@ impl CampaignRun {
                 Ok(event) => lock_delivery(&delivery).keep(py, event),
             })
         })
+    }
+
+    /// How many items were read from the input.
+    #[getter]
+    fn read(&self) -> u64 {
+        self.next_index.load(Ordering::Relaxed)
+    }
+
+    /// Whether the input was read to its end.
+    #[getter]
+    fn exhausted(&self) -> bool {
+        self.exhausted.load(Ordering::Relaxed)
+    }
+
+    /// After the campaign stopped early: every item left in `items` (an iterator of known
+    /// length) as a `skipped` outcome with `reason`, numbered on from the items read. Nothing
+    /// is checked or prepared: an outcome per item and nothing more.
+    fn skip_rest(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        reason: &str,
+    ) -> PyResult<Vec<Py<SendOutcome>>> {
+        let mut iterator = items.cast::<PyIterator>()?.clone();
+        let mut outcomes = Vec::new();
+        for item in &mut iterator {
+            let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+            let outcome = Outcome::skipped(index, item?.unbind(), reason.to_owned());
+            outcomes.push(Py::new(py, SendOutcome::new(outcome))?);
+        }
+        self.exhausted.store(true, Ordering::Relaxed);
+        Ok(outcomes)
     }
 
     /// Stops taking new messages; `abandon` also stops waiting for those in flight (they are
@@ -447,6 +483,7 @@ fn event_to_py<'py>(
                 None => py.None(),
             };
             done.set_item("error", error)?;
+            done.set_item("not_sent", summary.not_sent)?;
             (kind("done"), done.into_any())
         }
     }))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Iterator, Sized
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,9 @@ class Collector:
         self.recent: deque[tuple[SendOutcome, ...]] = deque()
         self.recent_count = 0
         self.recent_bound = 3 * concurrency + 1024
+        #: The index of the first message an input without a length was not read from, when
+        #: the campaign stopped before its end.
+        self.unread_from: int | None = None
 
     def outcomes_arrived(self, sequence: int, batch: list[SendOutcome]) -> None:
         if sequence > self.counted:
@@ -128,7 +131,30 @@ class Collector:
             stopped_by=stopped_by,
             stop_reason=None if stopped is None else stopped[1],
             campaign_id=done.get("campaign_id"),
+            unread_from=self.unread_from,
         )
+
+    def account_for_the_rest(self, run: _native.CampaignRun, rows: object,
+                             source: Iterator[Any]) -> list[SendOutcome]:
+        """After the campaign ended: the messages it never read get their outcome. Of an input
+        with a length, each one left is ``skipped`` with the stop's reason (returned, and
+        counted, kept and given to ``on_result`` as a batch); of one without, only the index
+        it was not read from is kept (``unread_from``)."""
+        if run.exhausted:
+            return []
+        if not isinstance(rows, Sized):
+            self.unread_from = run.read
+            return []
+        done = self.done or {}
+        error = done.get("error")
+        # What the messages it did not send were told (the engine's note), else why it ended.
+        why = (done.get("not_sent") or
+               ("not sent: " + (str(error) if error is not None else "the campaign was "
+                                "interrupted")))
+        rest = run.skip_rest(source, why)
+        if rest:
+            self.outcomes_arrived(self.counted + 1, rest)
+        return rest
 
     def interrupted(self, exc: BaseException, run: _native.CampaignRun) -> None:
         """A first interruption stops taking messages; a second abandons those in flight."""

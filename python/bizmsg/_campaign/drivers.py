@@ -276,10 +276,12 @@ def _collector(keep: bool, options: Mapping[str, Any], messages: object) -> Coll
 def send_many(run: _native.CampaignRun, messages: Input,
               options: Mapping[str, Any]) -> BulkResult:
     rows = rows_of(messages)  # a DataFrame: its rows
+    source = iter(rows)
     collector = _collector(True, options, rows)
     with _StopOnSignals(run, collector, sigint=True, sigterm=options["stop_on_sigterm"]):
-        for _ in drive(run, rows, collector, collector.outcomes_arrived):
+        for _ in drive(run, source, collector, collector.outcomes_arrived):
             pass
+        collector.account_for_the_rest(run, rows, source)
     return collector.finish()
 
 
@@ -287,11 +289,16 @@ async def send_many_async(run: _native.CampaignRun,
                           messages: AsyncInput,
                           options: Mapping[str, Any]) -> BulkResult:
     rows = rows_of(messages)  # a DataFrame: its rows
+    source = rows if isinstance(rows, AsyncIterable) else iter(rows)
     collector = _collector(True, options, rows)
     # Ctrl-C is the event loop's to handle (asyncio.run cancels the task: a graceful stop).
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
-        async for _ in drive_async(run, rows, collector, collector.outcomes_arrived):
+        async for _ in drive_async(run, source, collector, collector.outcomes_arrived):
             pass
+        if not isinstance(source, AsyncIterable):
+            collector.account_for_the_rest(run, rows, source)
+        elif not run.exhausted:
+            collector.unread_from = run.read
     return collector.finish()
 
 
@@ -324,9 +331,10 @@ def send_many_iter(run: _native.CampaignRun, messages: Input,
     :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
     warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
     rows = rows_of(messages)  # a DataFrame: its rows
+    source = iter(rows)
     collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive(run, rows, collector, ready.deliver)
+    steps = drive(run, source, collector, ready.deliver)
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
         try:
             for _ in steps:
@@ -346,6 +354,8 @@ def send_many_iter(run: _native.CampaignRun, messages: Input,
                 run.stop(False)
                 for _ in steps:
                     pass
+        # Ended by the campaign, not the consumer: the messages it never read too.
+        yield from collector.account_for_the_rest(run, rows, source)
     return collector.finish()
 
 
@@ -353,9 +363,10 @@ async def send_many_iter_async(run: _native.CampaignRun,
                                messages: AsyncInput,
                                options: Mapping[str, Any]) -> AsyncIterator[SendOutcome]:
     rows = rows_of(messages)  # a DataFrame: its rows
+    source = rows if isinstance(rows, AsyncIterable) else iter(rows)
     collector = _collector(False, options, rows)
     ready = _Ready(collector)
-    steps = drive_async(run, rows, collector, ready.deliver)
+    steps = drive_async(run, source, collector, ready.deliver)
     with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
         try:
             async for _ in steps:
@@ -366,4 +377,9 @@ async def send_many_iter_async(run: _native.CampaignRun,
                 run.stop(False)
                 async for _ in steps:
                     pass
+        if not isinstance(source, AsyncIterable):
+            for outcome in collector.account_for_the_rest(run, rows, source):
+                yield outcome
+        elif not run.exhausted:
+            collector.unread_from = run.read
     collector.finish()

@@ -55,6 +55,12 @@ class BulkResult:
     an error no other message could survive, such as a revoked token), ``stop_reason`` says
     why (also for Ctrl-C). ``campaign_id`` is the id keys were derived from, if any.
 
+    Every message of an input with a length (a list, a DataFrame) has an outcome, those the
+    campaign never read after an early stop too (``skipped``, with the stop's reason). An
+    input without one (a generator, a cursor) is read only as far as the campaign went:
+    ``unread_from`` is then the index of the first message it did not read (``None`` when
+    every message has an outcome); run the campaign again with its journal to go on.
+
     It reads like a sequence of its outcomes: ``len(result)``, iteration, ``result[i]`` (the
     outcome of the input's message ``i``) and ``result[i:j]`` (a ``list`` of outcomes).
     """
@@ -67,6 +73,7 @@ class BulkResult:
     stopped_by: SendOutcome | None = None
     stop_reason: str | None = None
     campaign_id: str | None = None
+    unread_from: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,13 +129,17 @@ class BulkResult:
     def to_pandas(self) -> Any:
         """The records as a ``pandas.DataFrame``, one row per message, with the columns of
         :meth:`to_records` (install ``bizmsg[pandas]``): it joins back to the input by
-        ``to`` (and ``from``, the template), or by ``index``, its position."""
+        ``to`` (and ``from``, the template), or by ``index``, its position. Its
+        ``attrs["unread_from"]`` is :attr:`unread_from`."""
         from .._frames import records_to_frame
 
-        return records_to_frame(
+        frame = records_to_frame(
             (_record(outcome) for outcome in self.outcomes), columns=_RECORD_COLUMNS,
             what="BulkResult.to_pandas()",
         )
+        # Where an input without a length was not read from (None: every message is a row).
+        frame.attrs["unread_from"] = self.unread_from
+        return frame
 
     def _repr_html_(self) -> str:
         # Counts as badges, why it stopped, warnings, the first messages not sent (_display.py).
@@ -138,8 +149,10 @@ class BulkResult:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{status}={self.counts[status]:,}" for status in STATUSES)
+        unread = ("" if self.unread_from is None else
+                  f"; the input was not read from message #{self.unread_from:,} on")
         return (f"BulkResult({_count(len(self.outcomes), 'message')}: {counts}; "
-                f"{self.elapsed.total_seconds():.2f}s, {self.rate:,.0f}/s)")
+                f"{self.elapsed.total_seconds():.2f}s, {self.rate:,.0f}/s{unread})")
 
 
 def _record(outcome: SendOutcome) -> dict[str, Any]:

@@ -540,6 +540,12 @@ def _explain(args: argparse.Namespace, tally: Tally, has_results: bool, end: _En
     if not end.complete:
         say("the outcomes of the messages that were in flight are not in this summary"
             + (" (the journal has them)" if args.journal else ""))
+    unread = None if end.result is None else end.result.unread_from
+    if unread is not None:
+        say(f"the input was not read from message #{unread:,} on (they have no outcome): "
+            + ("run the same command again to go on; the journal knows what was sent"
+               if args.journal else
+               "with --journal, running the command again would go on from what was sent"))
     if end.interrupted:
         if args.journal:
             say(f"run the same command again to send the rest: the journal {args.journal} "
