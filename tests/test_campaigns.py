@@ -973,12 +973,15 @@ def test_a_failed_sender_lookup_sends_nothing(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number
 ) -> None:
     """When the sender lookup of ``pace="auto"`` fails, nothing is sent and that call's own
-    error is raised (here the listing's ``ServerError``), with an empty ``bulk_result``."""
+    error is raised (here the listing's ``ServerError``), with a ``bulk_result`` in which every
+    message is skipped, saying why."""
     sandbox.inject("business_accounts", status=500, times=None)
     with pytest.raises(bizmsg.ServerError) as caught:
         client.messages.send_many(messages(sender.digits, 3), pace="auto", max_retries=0)
     assert caught.value.status_code == 500
-    assert len(caught.value.bulk_result) == 0  # type: ignore[attr-defined]
+    result = caught.value.bulk_result  # type: ignore[attr-defined]
+    assert [outcome.status for outcome in result] == ["skipped"] * 3
+    assert all("returned 500" in (outcome.reason or "") for outcome in result)
     with pytest.raises(bizmsg.ServerError):
         client.messages.plan(messages(sender.digits, 3), pace="auto", max_retries=0)
     assert sandbox.sent_messages() == []
@@ -1325,7 +1328,8 @@ def test_a_ctrl_c_thrown_into_send_many_iter_stops_it_and_every_outcome_still_co
     the KeyboardInterrupt into the iterator, as the CLI does: no new message is taken, the ones
     in flight still come out, and the interruption is raised at the end with the partial
     result, which matches what was yielded. (A regression test: the CLI's results file lost
-    the outcomes of the messages in flight.)"""
+    the outcomes of the messages in flight.) The messages of the list it never read come out
+    too, skipped."""
     sandbox.delay = 0.01
     outcomes = client.messages.send_many_iter(messages(sender.digits, 3000), concurrency=64)
     seen = [next(outcomes)]
@@ -1336,7 +1340,8 @@ def test_a_ctrl_c_thrown_into_send_many_iter_stops_it_and_every_outcome_still_co
     partial: bizmsg.BulkResult = caught.value.bulk_result  # type: ignore[attr-defined]
     assert partial.stop_reason is not None
     indexes = [o.index for o in seen]
-    assert len(indexes) == len(set(indexes)) == sum(partial.counts.values()) < 3000
+    assert len(indexes) == len(set(indexes)) == sum(partial.counts.values()) == 3000
+    assert partial.counts["sent"] < 3000
     settle(sandbox)
     sent = {o.message["to"] for o in seen if o.status == "sent"}
     assert sent == set(commits_by_recipient(sandbox))

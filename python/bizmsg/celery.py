@@ -39,7 +39,8 @@ Why it is safe, whatever Celery does with a shard:
   and marked failed). Its claims belonged to a PostgreSQL session that died with it, so the
   redelivered shard finds them in doubt at once, without waiting out a lease: reported
   ``unknown`` (their keys in the summary), or sent again with their keys with
-  ``resend_unknown=True`` (right only for a service that honours ``Idempotency-Key``).
+  ``resend_unknown=True``, 5 s after the dead run's last sign of life (right only for a service
+  that honours ``Idempotency-Key``).
 - **The client is made in the worker's pool process**, on its first shard, never at import:
   Celery's prefork pool forks its children from the main process, and a client made before
   the fork (its connections, its runtime) is not the child's to use.

@@ -46,6 +46,9 @@ pub(super) enum Admitted<P> {
     /// Known from the journal: reported as it has it, nothing written, no stop rule applies
     /// (it is not this run's doing).
     Recorded(Outcome<P>),
+    /// Held by a run whose session just ended (`Row::holder_settling`), to be taken over in
+    /// doubt once that run's grace is past (`resend_unknown`).
+    Later(Ready<P>),
     /// Decided now without sending: a sender that cannot send.
     Decided {
         outcome: Outcome<P>,
@@ -141,11 +144,13 @@ impl Admission {
     ) -> Admitted<P> {
         let mut key = prepared.key.clone();
         let mut in_doubt_before = false;
+        let mut later = false;
         if let Some(row) = recorded {
             key = row.key.clone().or(key);
             match settled_by(row, self.resend_unknown) {
                 Settled::No => {}
                 Settled::InDoubtToResend => in_doubt_before = true,
+                Settled::InDoubtSoon => later = true,
                 settled => {
                     return Admitted::Recorded(settled.outcome(index, payload, &prepared, row))
                 }
@@ -169,15 +174,19 @@ impl Admission {
             }
         };
         let key = key.unwrap_or_else(|| self.keys.key(identity));
+        let ready = Ready {
+            index,
+            payload,
+            prepared,
+            identity,
+            key,
+            pace,
+        };
+        if later {
+            return Admitted::Later(ready);
+        }
         Admitted::Send {
-            ready: Ready {
-                index,
-                payload,
-                prepared,
-                identity,
-                key,
-                pace,
-            },
+            ready,
             in_doubt: in_doubt_before,
             tier,
         }
@@ -195,6 +204,7 @@ impl Admission {
                 ready,
                 in_doubt: true,
             },
+            Settled::InDoubtSoon => AfterLostClaim::ClaimLater(ready),
             settled => AfterLostClaim::Settled(settled.outcome(
                 ready.index,
                 ready.payload,
@@ -213,6 +223,14 @@ pub(super) enum AfterLostClaim<P> {
     /// It may go after all (its holder ended meanwhile): to be claimed again, taking it over
     /// when it is in doubt (`resend_unknown`).
     ClaimAgain { ready: Ready<P>, in_doubt: bool },
+    /// Its holder's session just ended: to be taken over once its grace is past.
+    ClaimLater(Ready<P>),
+}
+
+/// A message that kept losing its claim (its holder neither alive nor taken over): reported
+/// held by another run, not sent by this one.
+pub(super) fn gave_up_claim<P>(ready: Ready<P>, row: &Row) -> Outcome<P> {
+    Settled::HeldElsewhere.outcome(ready.index, ready.payload, &ready.prepared, row)
 }
 
 /// What a record says of a message.
@@ -223,6 +241,9 @@ enum Settled {
     Done,
     /// Claimed by a run of another process that is alive: being sent now.
     HeldElsewhere,
+    /// Claimed by a run whose session just ended: in doubt once its grace is past, and then
+    /// re-sent with its key (`resend_unknown`).
+    InDoubtSoon,
     /// Claimed by a run that is gone, without a result: it may have been sent.
     InDoubt,
     /// In doubt, and to be re-sent with its key (`resend_unknown`).
@@ -232,6 +253,16 @@ enum Settled {
 fn settled_by(row: &Row, resend_unknown: bool) -> Settled {
     match row.state {
         State::Sent | State::Rejected => Settled::Done,
+        // Its holder's session ended moments ago: the message may have left, and that run
+        // sends nothing more once its fence's window closes.
+        State::Dispatched | State::Unknown
+            if row.held_elsewhere && row.holder_settling && resend_unknown =>
+        {
+            Settled::InDoubtSoon
+        }
+        State::Dispatched | State::Unknown if row.held_elsewhere && row.holder_settling => {
+            Settled::InDoubt
+        }
         State::Dispatched | State::Unknown if row.held_elsewhere => Settled::HeldElsewhere,
         State::Dispatched | State::Unknown if resend_unknown => Settled::InDoubtToResend,
         State::Dispatched | State::Unknown => Settled::InDoubt,
@@ -264,7 +295,7 @@ impl Settled {
                 "being sent by another run of this campaign, which holds it (journal): not \
                  sent by this one",
             ),
-            Settled::InDoubt | Settled::No | Settled::InDoubtToResend => {
+            Settled::InDoubt | Settled::No | Settled::InDoubtToResend | Settled::InDoubtSoon => {
                 let key = key.clone().unwrap_or_default();
                 let mut outcome = Outcome::new(index, payload, Status::Unknown);
                 outcome.error = Some(in_doubt(prepared, &key));

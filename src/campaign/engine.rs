@@ -18,13 +18,13 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use super::admit::{Admission, Admitted, AfterLostClaim, Identified};
+use super::admit::{gave_up_claim, Admission, Admitted, AfterLostClaim, Identified};
 use super::breaker::Breaker;
 use super::claim_size::ClaimSize;
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
 use super::journal::{
     row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
-    Row, SqliteJournal,
+    Row, SqliteJournal, SESSION_GRACE,
 };
 use super::keys::KeySource;
 use super::message::Input;
@@ -43,6 +43,13 @@ const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// Outcomes the caller has not taken yet, past which no new message is dispatched (messages in
 /// flight still finish): a slow `on_result` slows the campaign instead of filling memory.
 const MAX_UNDELIVERED: usize = 65_536;
+/// How many times one message may lose its claim and be claimed again before it is reported
+/// held by another run: a holder that is neither alive nor takeable must not keep the run
+/// claiming in a loop.
+const MAX_RECLAIMS: u8 = 4;
+/// How long after its holder's session was seen gone a message is claimed again (taken over):
+/// past the grace such a run gets, with room for the round trips.
+const SETTLE_FOR: Duration = SESSION_GRACE.saturating_add(Duration::from_millis(500));
 
 struct Engine<P> {
     concurrency: usize,
@@ -76,6 +83,10 @@ struct Engine<P> {
     failure: Option<Error>,
     /// How many times the send queue was emptied by a stop (claims made before are ignored).
     drained: u64,
+    /// Messages held by a run whose session just ended, to be taken over when it is due.
+    later: VecDeque<(std::time::Instant, Ready<P>)>,
+    /// How many times each message lost its claim and was claimed again.
+    reclaims: HashMap<u64, u8>,
 }
 
 /// Sleeps until `when` (forever when there is none).
@@ -238,6 +249,8 @@ impl<P: Send + 'static> Engine<P> {
             doubtful: HashSet::new(),
             failure: None,
             drained: 0,
+            later: VecDeque::new(),
+            reclaims: HashMap::new(),
         })
     }
 
@@ -284,7 +297,11 @@ impl<P: Send + 'static> Engine<P> {
             // An input request still open is answered (the driver may be feeding it right
             // now): every item the driver pulled gets an outcome, even after a stop.
             let finished_input = (input_done || stopping) && !waiting_for_input;
-            if finished_input && self.ready.is_empty() && self.inflight.is_empty() {
+            if finished_input
+                && self.ready.is_empty()
+                && self.inflight.is_empty()
+                && self.later.is_empty()
+            {
                 self.flush_outcomes();
                 return self.failure.take().map_or(Ok(()), Err);
             }
@@ -326,6 +343,9 @@ impl<P: Send + 'static> Engine<P> {
                 () = sleep_until_some(self.breaker.wakes_at()), if self.breaker.is_open() && !stopping => {
                     // Trips, or lets the next probe go (the loop dispatches it).
                     self.trip_breaker();
+                }
+                () = sleep_until_some(self.later.front().map(|(due, _)| *due)), if !self.later.is_empty() && !stopping => {
+                    self.take_over_due();
                 }
             }
         }
@@ -395,7 +415,16 @@ impl<P: Send + 'static> Engine<P> {
     fn fail(&mut self, error: Error) {
         let reason = format!("the journal failed: {error}");
         self.stop_for(error, &reason);
-        self.journal = None;
+        // A run taken over (its fence down) still writes the results of the messages it
+        // holds, which went out: a taker must not send them again. The journal itself refuses
+        // everything else of it.
+        if !self
+            .journal
+            .as_ref()
+            .is_some_and(|journal| journal.fence().is_lost())
+        {
+            self.journal = None;
+        }
     }
 
     /// A shared-limits failure (the store could not say when a message may go): the campaign
@@ -497,10 +526,27 @@ impl<P: Send + 'static> Engine<P> {
         self.skip_waiting();
     }
 
+    /// Messages whose holder's grace is past: queued to be claimed, taking them over.
+    fn take_over_due(&mut self) {
+        let now = std::time::Instant::now();
+        while self.later.front().is_some_and(|(due, _)| *due <= now) {
+            if let Some((_, ready)) = self.later.pop_front() {
+                self.doubtful.insert(ready.index);
+                self.ready.push_back(ready);
+            }
+        }
+    }
+
     /// Reports the messages waiting to be sent as skipped (in the journal: never sent, so a
     /// re-run sends them, unless they were in doubt before this run).
     fn skip_waiting(&mut self) {
         let note = self.not_sent_note();
+        // Held by another run: reported, never written.
+        for (_, ready) in std::mem::take(&mut self.later) {
+            let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
+            outcome.idempotency_key = Some(ready.key);
+            self.buffer.push(outcome);
+        }
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         let marked = std::mem::take(&mut self.marked);
         // Claims being made now are answered for messages no longer waiting: ignored.
@@ -607,6 +653,9 @@ impl<P: Send + 'static> Engine<P> {
                     // the key it may already have gone out with, whatever key this run had.
                     if let Some(ready) = self.ready.get_mut(start + offset) {
                         ready.key = key;
+                        if !self.reclaims.is_empty() {
+                            self.reclaims.remove(&ready.index);
+                        }
                     }
                 }
                 Claimed::Lost(row) => lost.push((start + offset, row)),
@@ -616,6 +665,13 @@ impl<P: Send + 'static> Engine<P> {
         let mut settled = Vec::new();
         for (position, row) in lost.into_iter().rev() {
             if let Some(ready) = self.ready.remove(position) {
+                let tries = self.reclaims.entry(ready.index).or_insert(0);
+                *tries = tries.saturating_add(1);
+                if *tries > MAX_RECLAIMS {
+                    self.reclaims.remove(&ready.index);
+                    settled.push(gave_up_claim(ready, &row));
+                    continue;
+                }
                 match self.admission.after_lost_claim(ready, &row) {
                     AfterLostClaim::Settled(outcome) => settled.push(outcome),
                     // At the back, to be claimed again.
@@ -625,11 +681,13 @@ impl<P: Send + 'static> Engine<P> {
                         }
                         self.ready.push_back(ready);
                     }
+                    AfterLostClaim::ClaimLater(ready) => self.claim_later(ready),
                 }
             }
         }
         self.marked += won;
         for outcome in settled.into_iter().rev() {
+            self.reclaims.remove(&outcome.index);
             self.doubtful.remove(&outcome.index);
             self.buffer.push(outcome);
         }
@@ -840,6 +898,13 @@ impl<P: Send + 'static> Engine<P> {
         refused
     }
 
+    /// A message held by a run whose session just ended: taken over once that run's grace is
+    /// past (it may send until its fence's window closes).
+    fn claim_later(&mut self, ready: Ready<P>) {
+        let due = std::time::Instant::now() + SETTLE_FOR;
+        self.later.push_back((due, ready));
+    }
+
     /// Acts on what admission decided for one message.
     fn admitted(&mut self, admitted: Admitted<P>) -> Result<()> {
         match admitted {
@@ -854,6 +919,10 @@ impl<P: Send + 'static> Engine<P> {
             }
             Admitted::Recorded(outcome) => {
                 self.buffer.push(outcome);
+                Ok(())
+            }
+            Admitted::Later(ready) => {
+                self.claim_later(ready);
                 Ok(())
             }
             Admitted::Decided {

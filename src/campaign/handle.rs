@@ -53,6 +53,9 @@ pub struct Options {
 
 /// The lease of a run's claims unless told otherwise: far above any request's deadline.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+/// The longest lease: a week. (A lease is recorded for other runs to judge by; one past what a
+/// database's timestamps can hold would break every run of the journal.)
+pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The breaker's defaults: a whole concurrency's worth of messages failing is not enough on
 /// its own (they fail together), five seconds without any answer is.
 pub const DEFAULT_UNREACHABLE_AFTER: u32 = 20;
@@ -116,6 +119,16 @@ impl Options {
                      claims would be taken for a dead one's",
                     self.lease.as_secs_f64(),
                     deadline.as_secs_f64()
+                ),
+            ));
+        }
+        if self.lease > MAX_LEASE {
+            return Err(Error::validation(
+                "lease",
+                format!(
+                    "{:.0}s is too long: at most {} s (a week)",
+                    self.lease.as_secs_f64(),
+                    MAX_LEASE.as_secs()
                 ),
             ));
         }

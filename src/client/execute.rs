@@ -27,6 +27,15 @@ pub(crate) struct Answer {
     pub meta: Meta,
 }
 
+/// A send its fence refused: never sent, unless an earlier attempt may have reached the
+/// service (a stale connection's re-send), in which case its outcome is unknown.
+fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error {
+    match (&operation.send, reached_before) {
+        (Some(send), true) => send.unknown(Error::SharedState(reason), None),
+        _ => Error::SharedState(reason),
+    }
+}
+
 impl Client {
     pub(crate) async fn execute(
         &self,
@@ -62,6 +71,9 @@ impl Client {
             .progress
             .as_ref()
             .and_then(|progress| progress.fence());
+        // Whether an earlier attempt of this send may have reached the service: a send stopped
+        // by its fence after one did is in doubt, not unsent.
+        let mut reached_before = false;
         loop {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
@@ -69,7 +81,7 @@ impl Client {
             // A send its caller may no longer make (a campaign run whose claims were taken
             // over) is not attempted; the body's own check covers what happens from here.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
-                return Err(Error::SharedState(reason));
+                return Err(fenced(operation, reason, reached_before));
             }
             // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
@@ -126,9 +138,10 @@ impl Client {
             // may send it.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
                 if watch.as_ref().is_some_and(BodyWatch::claim_unsent) {
-                    return Err(Error::SharedState(reason));
+                    return Err(fenced(operation, reason, reached_before));
                 }
             }
+            reached_before |= watch.as_ref().is_some_and(|watch| !watch.claim_unsent());
             let next = decide(Failure {
                 error,
                 safety: operation.safety(),

@@ -156,6 +156,21 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
         let kept = second.lookup(vec![identity(0)]).await.unwrap();
         assert_eq!(kept[0].state, State::Dispatched, "{name}");
         assert_eq!(kept[0].key.as_deref(), Some("a0"), "{name}");
+        // It still writes the result of a message it holds (it went out: nobody may send it
+        // again), and claims nothing more.
+        let mut result = super::Row::new(identity(2), State::Sent, Some("a2".into()));
+        result.claimed = true;
+        first.write(vec![result]).unwrap();
+        assert!(
+            first.flush().await.is_err(),
+            "{name}: a taken-over run's flush succeeded"
+        );
+        let held = second.lookup(vec![identity(2)]).await.unwrap();
+        assert_eq!(held[0].state, State::Sent, "{name}: its result was lost");
+        assert!(
+            first.claim(claims(5..6, "a", false)).await.is_err(),
+            "{name}"
+        );
     }
 }
 
@@ -260,9 +275,9 @@ async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run
     // A dead run's claims of messages 1 and 2 (recorded, its lock never held).
     admin
         .batch_execute(
-            "INSERT INTO bizmsg.runs (id, campaign, lock_key) SELECT \
-                 'd0000000-0000-0000-0000-000000000000', id, 1001 FROM bizmsg.campaigns \
-                 WHERE name = 'snapshot'; \
+            "INSERT INTO bizmsg.runs (id, campaign, lock_key, heartbeat_at) SELECT \
+                 'd0000000-0000-0000-0000-000000000000', id, 1001, now() - interval '1 minute' \
+                 FROM bizmsg.campaigns WHERE name = 'snapshot'; \
              INSERT INTO bizmsg.messages \
                  (campaign, fingerprint, occurrence, idempotency_key, state, run_id) \
              SELECT c.id, m.f::uuid, 0, m.k, 'dispatched', \
@@ -313,4 +328,49 @@ async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run
             assert!(key.starts_with("kD"), "{key}");
         }
     }
+}
+
+/// A run whose session ended without its process knowing (a failover, a connection cut in the
+/// middle) may send until its fence's window closes: its claims are taken over only once its
+/// heartbeat is older than the grace, not the moment its lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
+    let Some(server) = PostgresServer::start() else {
+        return;
+    };
+    let first = PostgresJournal::open(&server.url, "grace", LEASE)
+        .await
+        .unwrap();
+    first.claim(claims(0..2, "a", false)).await.unwrap();
+    let admin = connect(&server.url).await;
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l \
+             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
+               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
+               AND l.objid = (r.lock_key & 4294967295)::oid",
+            &[],
+        )
+        .await
+        .unwrap();
+    let ended = Instant::now();
+    let second = PostgresJournal::open(&server.url, "grace", LEASE)
+        .await
+        .unwrap();
+    let early = second.claim(claims(0..1, "b", true)).await.unwrap();
+    assert!(
+        matches!(&early[0], Claimed::Lost(row) if row.held_elsewhere && row.holder_settling),
+        "taken over {:?} after the session ended: {early:?}",
+        ended.elapsed()
+    );
+    tokio::time::sleep(super::SESSION_GRACE + Duration::from_millis(500)).await;
+    let late = second.claim(claims(0..1, "b", true)).await.unwrap();
+    assert_eq!(late, [Claimed::Won { key: "a0".into() }]);
+    // A run whose record a person deleted is gone, and its claims are taken at once.
+    admin
+        .execute("DELETE FROM bizmsg.runs WHERE state <> 'running'", &[])
+        .await
+        .unwrap();
+    let orphan = second.claim(claims(1..2, "b", true)).await.unwrap();
+    assert_eq!(orphan, [Claimed::Won { key: "a1".into() }]);
 }

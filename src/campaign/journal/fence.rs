@@ -10,16 +10,20 @@
 //! - it was never found taken over (its run recorded `lost` by a taker, or a write that found a
 //!   row it claimed held by another run);
 //! - its last confirmation is recent: the start of the last journal round trip that found it
-//!   still `running` (and refreshed its heartbeat) is younger than `HOLDER_SHARE` of its lease,
-//!   by this host's monotonic clock (a frozen process's monotonic clock runs on).
+//!   still `running` (and refreshed its heartbeat) is younger than its window (`window`: half
+//!   its lease, at most `WINDOW_CAP`), by this host's monotonic clock (a frozen process's
+//!   monotonic clock runs on). It confirms itself at least every `heartbeat_every`.
 //!
 //! The arithmetic: a confirmation that started at T refreshed the heartbeat at a server time no
-//! earlier than T; a taker waits until that heartbeat is older than `TAKE_OVER_AFTER` leases
-//! (1.25), while this run stops sending at T + `HOLDER_SHARE` (0.5) of a lease: three quarters of
-//! a lease separate the holder's last send from the taker's first, whatever the two hosts'
-//! clocks say (each compares times from one clock only). A taker marks the run it takes over
-//! `lost` in the same transaction, under the run's row lock, so a holder's later round trip
-//! cannot confirm it.
+//! earlier than T; this run stops sending at T + its window. A taker waits until that heartbeat
+//! is older than `TAKE_OVER_AFTER` leases (1.25), or, when the run's session is gone (its lock
+//! released), older than `SESSION_GRACE`: a session can end without its process knowing (a
+//! failover, a connection cut in the middle), and such a run goes on until its window closes.
+//! Either wait is longer than the window, whatever the two hosts' clocks say (each compares
+//! times from one clock only; a step of the database server's own clock is not covered). A
+//! taker marks the run it takes over `lost` in the same transaction, under the run's row lock,
+//! so a holder's later round trip cannot confirm it. A run whose confirmations stop for
+//! `TAKE_OVER_AFTER` leases (its journal hung) takes itself for lost.
 //!
 //! No client-side fence is perfect: a process frozen between the check and its write (a few
 //! microseconds apart) still writes once when it resumes, with the message's recorded key; the
@@ -31,16 +35,27 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-/// The share of its own lease a run goes on sending after its last confirmation.
+/// The share of its own lease a run goes on sending after its last confirmation...
 pub const HOLDER_SHARE: f64 = 0.5;
+/// ... and at most this long (what a taker waits for a run whose session is gone).
+pub const WINDOW_CAP: Duration = Duration::from_secs(2);
 /// How many of a run's own leases its heartbeat must be older than before another run takes
 /// its claims over.
 pub const TAKE_OVER_AFTER: f64 = 1.25;
+/// How old the heartbeat of a run whose session is gone must be before another run takes its
+/// claims over: longer than any window (`WINDOW_CAP`), with room for a heartbeat's round trip.
+/// (In SQL as `interval '5 seconds'`, `postgres.rs`.)
+pub const SESSION_GRACE: Duration = Duration::from_secs(5);
 
-/// How often a run confirms its claims when it has nothing else to write: well within the
-/// share of its lease it may send on (a slow campaign never waits for a confirmation).
+/// How long after a confirmation a run with `lease` may send.
+pub fn window(lease: Duration) -> Duration {
+    lease.mul_f64(HOLDER_SHARE).min(WINDOW_CAP)
+}
+
+/// How often a run confirms its claims when it has nothing else to write: well within its
+/// window (a slow campaign never waits for a confirmation).
 pub fn heartbeat_every(lease: Duration) -> Duration {
-    (lease / 4).max(Duration::from_millis(50))
+    (window(lease) / 4).max(Duration::from_millis(50))
 }
 
 /// Why a run may not send now.
@@ -73,6 +88,8 @@ pub struct ClaimFence {
     confirmed: AtomicU64,
     /// How long after a confirmation the run may send.
     window: Duration,
+    /// Past this long without a confirmation the run is taken for dead by others.
+    given_up: Duration,
     lost: OnceLock<String>,
     /// Woken at each confirmation and at the loss.
     changed: Notify,
@@ -84,7 +101,8 @@ impl ClaimFence {
         let fence = ClaimFence {
             origin: confirmed,
             confirmed: AtomicU64::new(0),
-            window: lease.mul_f64(HOLDER_SHARE),
+            window: window(lease),
+            given_up: lease.mul_f64(TAKE_OVER_AFTER),
             lost: OnceLock::new(),
             changed: Notify::new(),
         };
@@ -126,13 +144,21 @@ impl ClaimFence {
     }
 
     /// Waits while the fence is only stale (a journal round trip is slow, or it is waiting for
-    /// another run's lock): until it is confirmed again, or lost.
+    /// another run's lock): until it is confirmed again, or lost. A run not confirmed for as
+    /// long as others wait before taking it over (its connection hung) takes itself for lost.
     pub async fn valid(&self) -> std::result::Result<(), Unfenced> {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             match self.check() {
+                Err(Unfenced::Stale(age)) if age > self.given_up => {
+                    self.lose(format!(
+                        "its journal has not confirmed its claims for {:.1}s: others take them \
+                         over",
+                        age.as_secs_f64()
+                    ));
+                }
                 Err(Unfenced::Stale(_)) => {}
                 other => return other,
             }
@@ -156,6 +182,14 @@ fn nanos(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_is_half_the_lease_at_most_two_seconds_with_heartbeats_within_it() {
+        assert_eq!(window(Duration::from_secs(300)), WINDOW_CAP);
+        assert_eq!(window(Duration::from_secs(3)), Duration::from_millis(1500));
+        assert!(heartbeat_every(Duration::from_secs(300)) <= WINDOW_CAP / 4);
+        assert!(SESSION_GRACE > WINDOW_CAP * 2);
+    }
 
     #[test]
     fn a_fence_goes_stale_past_its_share_of_the_lease_and_a_loss_is_for_good() {
@@ -190,5 +224,17 @@ mod tests {
         assert_eq!(fence.valid().await, Ok(()));
         fence.lose("session ended");
         assert!(matches!(fence.valid().await, Err(Unfenced::Lost(_))));
+    }
+
+    #[tokio::test]
+    async fn a_fence_never_confirmed_again_is_given_up_as_others_take_it_over() {
+        // Last confirmed 200 ms ago, with a lease of 80 ms: others took it over long since.
+        let confirmed = Instant::now()
+            .checked_sub(Duration::from_millis(200))
+            .unwrap_or_else(Instant::now);
+        let fence = ClaimFence::new(Duration::from_millis(80), confirmed);
+        let waited = tokio::time::timeout(Duration::from_secs(5), fence.valid()).await;
+        assert!(matches!(waited, Ok(Err(Unfenced::Lost(_)))), "{waited:?}");
+        assert!(fence.is_lost());
     }
 }

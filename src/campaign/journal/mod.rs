@@ -31,7 +31,7 @@ mod sqlite;
 
 use futures::future::BoxFuture;
 
-pub use fence::{ClaimFence, Unfenced};
+pub use fence::{ClaimFence, Unfenced, SESSION_GRACE};
 pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;
 
@@ -143,6 +143,10 @@ pub struct Row {
     /// Read back: the message is claimed by another run that is still alive (it is being sent
     /// now, by another process).
     pub held_elsewhere: bool,
+    /// Read back, with `held_elsewhere`: that run's session is gone and it is alive only for
+    /// the grace a run whose session ended unknown to it gets (`fence::SESSION_GRACE`): its
+    /// claims are in doubt in moments.
+    pub holder_settling: bool,
     /// Written by this run: it claimed the message and holds it as far as it knows, so a write
     /// that finds another run holding it means this run was taken over (an error it acts on,
     /// never silence). False for a message whose claim may never have been made (one skipped
@@ -162,6 +166,7 @@ impl Row {
             msg: None,
             clears_doubt: false,
             held_elsewhere: false,
+            holder_settling: false,
             claimed: false,
         }
     }
@@ -255,6 +260,7 @@ pub(super) fn row_of<P>(
         identity,
         clears_doubt,
         held_elsewhere: false,
+        holder_settling: false,
         claimed,
         key: outcome.idempotency_key.clone(),
         state,

@@ -18,7 +18,7 @@
 //! sent; results may be committed asynchronously (`synchronous_commit = off`): a result lost in
 //! a crash of the server leaves its message `dispatched`, in doubt, the safe reading.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Statement, Transaction};
 use uuid::Uuid;
 
-use super::fence::heartbeat_every;
+use super::fence::{heartbeat_every, TAKE_OVER_AFTER};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
 use crate::campaign::message::Fingerprint;
 use crate::client::{tls_config, Verify};
@@ -91,27 +91,40 @@ const SCHEMA: &str = "
     );
 ";
 
-/// Whether a run is alive: recorded running, its session's advisory lock held, and a heartbeat
-/// within its own lease and a margin (`fence::TAKE_OVER_AFTER`). (A bigint advisory lock shows
-/// in pg_locks as its high and low 32 bits, objsubid 1.) `bizmsg.run_is_alive` judges a row
-/// the caller has read (locked, for a take-over: see `claim`); `bizmsg.run_alive` looks it up.
+/// Whether a run is alive: recorded running, with a heartbeat within its own lease and a margin
+/// (`fence::TAKE_OVER_AFTER`), and its session's advisory lock held, or, once its session is
+/// gone, a heartbeat within `fence::SESSION_GRACE`: a session can end without its process
+/// knowing (a failover, a connection cut in the middle), and such a run sends on until its
+/// fence's window closes. (A bigint advisory lock shows in pg_locks as its high and low 32
+/// bits, objsubid 1.) `bizmsg.run_is_alive` judges a row the caller has read (locked, for a
+/// take-over: see `claim`); `bizmsg.run_alive` looks it up; `bizmsg.run_settling` tells a run
+/// alive only for that grace, whose claims will be in doubt in moments.
 const RUN_ALIVE: &str = "
+    CREATE OR REPLACE FUNCTION bizmsg.run_session_held(r bizmsg.runs)
+    RETURNS boolean LANGUAGE sql STABLE AS $$
+        SELECT EXISTS (
+            SELECT 1 FROM pg_locks l
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid
+              AND l.objid = (r.lock_key & 4294967295)::oid)
+    $$;
     CREATE OR REPLACE FUNCTION bizmsg.run_is_alive(r bizmsg.runs)
     RETURNS boolean LANGUAGE sql STABLE AS $$
         SELECT r.state = 'running'
            AND r.heartbeat_at > now() - make_interval(secs => r.lease_seconds * 1.25)
-           AND EXISTS (
-               SELECT 1 FROM pg_locks l
-               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                 AND l.database = (SELECT oid FROM pg_database
-                                   WHERE datname = current_database())
-                 AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid
-                 AND l.objid = (r.lock_key & 4294967295)::oid)
+           AND (r.heartbeat_at > now() - interval '5 seconds'
+                OR bizmsg.run_session_held(r))
     $$;
     CREATE OR REPLACE FUNCTION bizmsg.run_alive(run uuid)
     RETURNS boolean LANGUAGE sql STABLE AS $$
         SELECT coalesce((SELECT bizmsg.run_is_alive(r) FROM bizmsg.runs r WHERE r.id = run),
                         false)
+    $$;
+    CREATE OR REPLACE FUNCTION bizmsg.run_settling(run uuid)
+    RETURNS boolean LANGUAGE sql STABLE AS $$
+        SELECT coalesce((SELECT bizmsg.run_is_alive(r) AND NOT bizmsg.run_session_held(r)
+                         FROM bizmsg.runs r WHERE r.id = run), false)
     $$;";
 
 /// Version 2 judged every run by the reader's lease: each run's own is recorded from version 3
@@ -141,7 +154,9 @@ const PLANS: &str = "SET plan_cache_mode = force_generic_plan; SET enable_seqsca
 const LOOKUP: &str = "
     SELECT m.fingerprint, m.occurrence, m.idempotency_key, m.state, m.sms_id, m.code, m.msg,
            m.state IN ('dispatched', 'unknown') AND m.run_id IS DISTINCT FROM $3
-               AND bizmsg.run_alive(m.run_id)
+               AND bizmsg.run_alive(m.run_id),
+           m.state IN ('dispatched', 'unknown') AND m.run_id IS DISTINCT FROM $3
+               AND bizmsg.run_settling(m.run_id)
     FROM bizmsg.messages m
     JOIN unnest($2::uuid[], $4::int4[]) AS i (f, o)
       ON m.fingerprint = i.f AND m.occurrence = i.o
@@ -174,9 +189,11 @@ const CLAIM: &str = "
            AND (m.run_id IS NULL OR m.run_id = ANY ($7::uuid[])))
     RETURNING m.fingerprint, m.occurrence, m.idempotency_key";
 
-/// The runs other than this one (`$4`) holding these messages in doubt.
+/// The runs other than this one (`$4`) holding these messages in doubt, and whether each is
+/// recorded at all (a run whose record was deleted is gone).
 const HOLDERS: &str = "
-    SELECT DISTINCT m.run_id FROM bizmsg.messages m
+    SELECT DISTINCT m.run_id, EXISTS (SELECT 1 FROM bizmsg.runs r WHERE r.id = m.run_id)
+    FROM bizmsg.messages m
     JOIN unnest($2::uuid[], $3::int4[]) AS i (f, o)
       ON m.fingerprint = i.f AND m.occurrence = i.o
     WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])
@@ -185,16 +202,51 @@ const HOLDERS: &str = "
 
 /// Locks the runs holding rows a claim would take over, in one order, and judges each from its
 /// locked row (the newest version, whatever the statement's snapshot): a holder's heartbeat
-/// cannot then confirm it alive after it was judged dead.
+/// cannot then confirm it alive after it was judged dead. A run whose row is locked now is in
+/// a transaction of its own (or being judged by another run): it is skipped, taken for alive
+/// this time, so that a run frozen inside a transaction never blocks the others.
 const JUDGE_HOLDERS: &str = "
     SELECT r.id, bizmsg.run_is_alive(r) FROM bizmsg.runs r
-    WHERE r.id = ANY ($1::uuid[]) ORDER BY r.id FOR UPDATE";
+    WHERE r.id = ANY ($1::uuid[]) ORDER BY r.id FOR UPDATE SKIP LOCKED";
 
 /// Records the runs whose claims are taken over as lost, in the taking transaction: their next
 /// round trip (`ALIVE`) stops them.
 const MARK_LOST: &str = "
     UPDATE bizmsg.runs SET state = 'lost', ended_at = now()
     WHERE id = ANY ($1::uuid[]) AND state = 'running'";
+
+/// Of the messages a claim asks for that are recorded, which this run may claim (a record of
+/// its own without a result, one never sent, or, taken over, one in doubt whose holder is in
+/// `$6`, the dead), and, of those, the ones it locked now for the claim. Only such rows are
+/// locked, never a live run's: a run frozen inside this transaction (SIGSTOP, a debugger)
+/// then blocks nobody's writes. A claimable row another transaction holds now (a run frozen
+/// inside one) is skipped, not waited for, and reported held by another run.
+const LOCK_CLAIMABLE: &str = "
+    WITH wanted AS (
+        SELECT m.fingerprint, m.occurrence,
+               (m.run_id = $4 AND m.state NOT IN ('sent', 'rejected'))
+               OR m.state IN ('failed', 'skipped')
+               OR (i.t AND m.state IN ('dispatched', 'unknown')
+                   AND (m.run_id IS NULL OR m.run_id = ANY ($6::uuid[]))) AS claimable
+        FROM bizmsg.messages m
+        JOIN unnest($2::uuid[], $3::int4[], $5::bool[]) AS i (f, o, t)
+          ON m.fingerprint = i.f AND m.occurrence = i.o
+        WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])),
+    locked AS MATERIALIZED (
+        SELECT m.fingerprint, m.occurrence FROM bizmsg.messages m
+        JOIN unnest($2::uuid[], $3::int4[], $5::bool[]) AS i (f, o, t)
+          ON m.fingerprint = i.f AND m.occurrence = i.o
+        WHERE m.campaign = $1 AND m.fingerprint = ANY ($2::uuid[])
+          AND ((m.run_id = $4 AND m.state NOT IN ('sent', 'rejected'))
+               OR m.state IN ('failed', 'skipped')
+               OR (i.t AND m.state IN ('dispatched', 'unknown')
+                   AND (m.run_id IS NULL OR m.run_id = ANY ($6::uuid[]))))
+        ORDER BY m.fingerprint, m.occurrence
+        FOR UPDATE OF m SKIP LOCKED)
+    SELECT w.fingerprint, w.occurrence, w.claimable,
+           EXISTS (SELECT 1 FROM locked l
+                   WHERE l.fingerprint = w.fingerprint AND l.occurrence = w.occurrence)
+    FROM wanted w";
 
 /// Locks the rows a claim or a write changes, in the claims' order (see `write`), with the run
 /// holding each.
@@ -230,6 +282,7 @@ struct Statements {
     alive: Statement,
     lookup: Statement,
     claim: Statement,
+    lock_claimable: Statement,
     holders: Statement,
     judge_holders: Statement,
     mark_lost: Statement,
@@ -243,6 +296,7 @@ impl Statements {
             alive: client.prepare(ALIVE).await?,
             lookup: client.prepare(LOOKUP).await?,
             claim: client.prepare(CLAIM).await?,
+            lock_claimable: client.prepare(LOCK_CLAIMABLE).await?,
             holders: client.prepare(HOLDERS).await?,
             judge_holders: client.prepare(JUDGE_HOLDERS).await?,
             mark_lost: client.prepare(MARK_LOST).await?,
@@ -453,6 +507,7 @@ impl PostgresJournal {
             session,
             name: Arc::clone(&name),
             fence: Arc::clone(&fence),
+            taken: None,
         };
         tokio::spawn(writer.serve(received, lease));
         Ok(PostgresJournal {
@@ -604,6 +659,9 @@ struct Writer {
     /// Confirmed by each round trip that finds this run still `running`, lost at its first
     /// failure.
     fence: Arc<ClaimFence>,
+    /// Set once this run was taken over: from then on it writes the results of the messages
+    /// it still holds (they were sent: a taker must not send them again), and nothing else.
+    taken: Option<Error>,
 }
 
 /// Tells a waiting caller how its command's transaction went.
@@ -613,6 +671,9 @@ impl Writer {
     async fn serve(mut self, mut commands: mpsc::UnboundedReceiver<Command>, lease: Duration) {
         let mut beat = tokio::time::interval(heartbeat_every(lease));
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A round trip that never ends (a connection cut in the middle, where neither TCP nor
+        // its keepalives notice) fails the run once others would take it over anyway.
+        let patience = lease.mul_f64(TAKE_OVER_AFTER).max(MIN_PATIENCE);
         // The first failure ends the run: every later command gets it.
         let mut failure: Option<Error> = None;
         loop {
@@ -622,10 +683,15 @@ impl Writer {
                     None => break,
                 },
                 _ = beat.tick() => {
-                    if failure.is_none() {
-                        if let Err(error) = self.heartbeat().await {
-                            self.fence.lose(error.to_string());
-                            failure = Some(error);
+                    if failure.is_none() && self.taken.is_none() {
+                        let beat = tokio::time::timeout(patience, self.heartbeat()).await;
+                        match beat.unwrap_or_else(|_| Err(self.no_answer(patience))) {
+                            Ok(true) => {}
+                            Ok(false) => self.taken_over(),
+                            Err(error) => {
+                                self.fence.lose(error.to_string());
+                                failure = Some(error);
+                            }
                         }
                     }
                     continue;
@@ -637,7 +703,8 @@ impl Writer {
             }
             let mut replies: Vec<Reply> = Vec::new();
             if failure.is_none() {
-                if let Err(error) = self.run_batch(batch, &mut replies).await {
+                let ran = tokio::time::timeout(patience, self.run_batch(batch, &mut replies)).await;
+                if let Err(error) = ran.unwrap_or_else(|_| Err(self.no_answer(patience))) {
                     log::error!(target: "bizmsg", "campaign journal {}: {error}", self.name);
                     // No journal transaction of this run may fail and its sends go on: what it
                     // holds is unknown now.
@@ -653,7 +720,7 @@ impl Writer {
                 reply(failure.as_ref());
             }
         }
-        if failure.is_none() {
+        if failure.is_none() && self.taken.is_none() {
             // The run ends; closing the connection (when this task ends) releases its lock.
             let _ = self
                 .client
@@ -665,9 +732,25 @@ impl Writer {
         }
     }
 
+    fn no_answer(&self, patience: Duration) -> Error {
+        Error::SharedState(format!(
+            "journal {}: no answer within {:.0}s: its connection is taken for lost",
+            self.name,
+            patience.as_secs_f64()
+        ))
+    }
+
+    /// This run was found taken over: it sends nothing more, and writes only what it holds.
+    fn taken_over(&mut self) {
+        let error = taken_over(&self.name);
+        self.fence.lose(error.to_string());
+        log::error!(target: "bizmsg", "campaign journal {}: {error}", self.name);
+        self.taken.get_or_insert(error);
+    }
+
     /// A sign of life when there is nothing to write, which confirms the fence too: the same
-    /// statement every transaction starts with.
-    async fn heartbeat(&self) -> Result<()> {
+    /// statement every transaction starts with. `Ok(false)`: this run was taken over.
+    async fn heartbeat(&self) -> Result<bool> {
         let started = Instant::now();
         let found = self
             .client
@@ -678,10 +761,10 @@ impl Writer {
             return Err(pooled(&self.name, self.session, found.get(1)));
         }
         if !found.get::<_, bool>(0) {
-            return Err(taken_over(&self.name));
+            return Ok(false);
         }
         self.fence.confirm(started);
-        Ok(())
+        Ok(true)
     }
 
     fn failed(&self, error: &tokio_postgres::Error) -> Error {
@@ -712,6 +795,10 @@ impl Writer {
                             Some(failure) => Err(failure.clone()),
                         });
                     })
+                }
+                (command, Answer::Refused) => {
+                    let refused = self.taken.clone().unwrap_or_else(|| taken_over(&self.name));
+                    Box::new(move |_| answer_only(command)(Some(&refused)))
                 }
                 (
                     Command::Write {
@@ -763,6 +850,23 @@ impl Writer {
                     let pause = 5 + fastrand::u64(..20) * u64::from(attempt);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
+                Err(Attempt::Busy(error)) => match segment {
+                    // A claim that met a message another transaction is inserting now:
+                    // answered held by another run, whole, rather than waited for.
+                    [Command::Claim { claims, .. }] => {
+                        log::debug!(
+                            target: "bizmsg",
+                            "campaign journal {}: a claim met rows another transaction holds \
+                             ({}): reported held by another run",
+                            self.name,
+                            describe(&error)
+                        );
+                        return Ok(vec![Answer::Claimed(
+                            claims.iter().map(held_by_another).collect(),
+                        )]);
+                    }
+                    _ => return Err(self.failed(&error)),
+                },
                 Err(Attempt::Again(error) | Attempt::Failed(error)) => {
                     return Err(self.failed(&error));
                 }
@@ -797,27 +901,39 @@ impl Writer {
             })
             .await
             .map_err(Attempt::of)?;
-        // A run taken for dead (its lock found gone, its lease past) stops: its claims may be
-        // another run's by now.
-        let found = transaction
-            .query_one(&statements.alive, &[&run])
-            .await
-            .map_err(Attempt::of)?;
-        if found.get::<_, i32>(1) != self.session {
-            return Err(Attempt::Stop(pooled(
-                &self.name,
-                self.session,
-                found.get(1),
-            )));
-        }
-        if !found.get::<_, bool>(0) {
-            return Err(Attempt::Stop(taken_over(&self.name)));
+        // A run taken for dead (its lock found gone, its lease past) sends nothing more: its
+        // claims may be another run's by now. It still writes the results of the messages it
+        // holds (they went out), and nothing else.
+        let mut taken = self.taken.is_some();
+        if !taken {
+            let found = transaction
+                .query_one(&statements.alive, &[&run])
+                .await
+                .map_err(Attempt::of)?;
+            if found.get::<_, i32>(1) != self.session {
+                return Err(Attempt::Stop(pooled(
+                    &self.name,
+                    self.session,
+                    found.get(1),
+                )));
+            }
+            taken = !found.get::<_, bool>(0);
         }
         let mut answers = Vec::with_capacity(batch.len());
         let mut writes: Vec<Row> = Vec::new();
         // Rows this run claimed that a write found held by another run.
         let mut lost = 0;
         for command in batch {
+            // A durable write is a key recorded before a send, or the run's last flush:
+            // neither is this run's to make any more.
+            let refused = match command {
+                Command::Write { reply, .. } => reply.is_some(),
+                Command::Lookup { .. } | Command::Claim { .. } => true,
+            };
+            if taken && refused {
+                answers.push(Answer::Refused);
+                continue;
+            }
             match command {
                 Command::Lookup { identities, .. } => {
                     let rows = lookup(&transaction, statements, campaign, run, identities)
@@ -851,15 +967,20 @@ impl Writer {
             .await
             .map_err(Attempt::of)?;
         transaction.commit().await.map_err(Attempt::of)?;
-        if lost > 0 {
-            // What it still held is committed; it stops before sending anything more.
-            return Err(Attempt::Stop(Error::SharedState(format!(
-                "journal {}: {lost} message(s) this run claimed are held by another run (this \
-                 run was taken over): it stops",
-                self.name
-            ))));
+        if taken || lost > 0 {
+            // What it still held is committed; it sends nothing more.
+            if lost > 0 {
+                log::error!(
+                    target: "bizmsg",
+                    "campaign journal {}: {lost} message(s) this run claimed are held by another \
+                     run",
+                    self.name
+                );
+            }
+            self.taken_over();
+        } else {
+            self.fence.confirm(started);
         }
-        self.fence.confirm(started);
         Ok(answers)
     }
 }
@@ -891,6 +1012,13 @@ fn pooled(name: &str, first: i32, then: i32) -> Error {
     ))
 }
 
+/// The answer to a claim of a message another run holds, or is claiming now.
+fn held_by_another(claim: &Claim) -> Claimed {
+    let mut row = Row::new(claim.identity, State::Dispatched, None);
+    row.held_elsewhere = true;
+    Claimed::Lost(row)
+}
+
 /// What a run recorded `lost` by another is told.
 fn taken_over(name: &str) -> Error {
     Error::SharedState(format!(
@@ -898,6 +1026,9 @@ fn taken_over(name: &str) -> Error {
          ended) and its claims taken over: it stops"
     ))
 }
+
+/// The least a journal round trip is waited for before the connection is taken for lost.
+const MIN_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Transactions rolled back by the server for a conflict, run again within one batch.
 const MAX_TRANSACTION_RETRIES: u32 = 8;
@@ -907,12 +1038,16 @@ enum Answer {
     Rows(Vec<Row>),
     Claimed(Vec<Claimed>),
     Written,
+    /// Not done: this run was taken over.
+    Refused,
 }
 
 /// How a batch's transaction failed.
 enum Attempt {
     /// Rolled back for a conflict with another run's: run again.
     Again(tokio_postgres::Error),
+    /// A row lock not granted within the statement's `lock_timeout` (a claim's).
+    Busy(tokio_postgres::Error),
     Failed(tokio_postgres::Error),
     /// The run must stop (taken for dead).
     Stop(Error),
@@ -928,6 +1063,7 @@ impl Attempt {
             {
                 Attempt::Again(error)
             }
+            Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE => Attempt::Busy(error),
             _ => Attempt::Failed(error),
         }
     }
@@ -1016,6 +1152,7 @@ fn row_from(found: &tokio_postgres::Row) -> Row {
         msg: found.get(6),
         clears_doubt: false,
         held_elsewhere: found.get::<_, Option<bool>>(7).unwrap_or(false),
+        holder_settling: found.get::<_, Option<bool>>(8).unwrap_or(false),
         claimed: false,
     }
 }
@@ -1039,14 +1176,63 @@ async fn claim(
     if claims.is_empty() {
         return Ok(Vec::new());
     }
-    let fingerprints: Vec<Uuid> = claims
+    let dead = dead_holders(transaction, statements, campaign, run, claims).await?;
+    let all_fingerprints: Vec<Uuid> = claims
         .iter()
         .map(|c| uuid_of(c.identity.fingerprint))
         .collect();
-    let occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
-    let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
-    let take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
-    let dead = dead_holders(transaction, statements, campaign, run, claims).await?;
+    let all_occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
+    let all_take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    // (claimable, locked) of each recorded message; the others are new.
+    let recorded: HashMap<(Uuid, i32), (bool, bool)> = transaction
+        .query(
+            &statements.lock_claimable,
+            &[
+                &campaign,
+                &all_fingerprints,
+                &all_occurrences,
+                &run,
+                &all_take_over,
+                &dead,
+            ],
+        )
+        .await?
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
+        .collect();
+    let position = |claim: &Claim| {
+        (
+            uuid_of(claim.identity.fingerprint),
+            occurrence_of(claim.identity),
+        )
+    };
+    // Claimable, but held by another transaction now: reported held by another run.
+    let busy: HashSet<(Uuid, i32)> = recorded
+        .iter()
+        .filter(|(_, (claimable, locked))| *claimable && !*locked)
+        .map(|(position, _)| *position)
+        .collect();
+    // New messages, and recorded ones this run locked: nothing else is touched.
+    let free: Vec<&Claim> = claims
+        .iter()
+        .filter(|claim| {
+            recorded
+                .get(&position(claim))
+                .is_none_or(|(_, locked)| *locked)
+        })
+        .collect();
+    let fingerprints: Vec<Uuid> = free
+        .iter()
+        .map(|c| uuid_of(c.identity.fingerprint))
+        .collect();
+    let occurrences: Vec<i32> = free.iter().map(|c| occurrence_of(c.identity)).collect();
+    let keys: Vec<&str> = free.iter().map(|c| c.key.as_str()).collect();
+    let take_over: Vec<bool> = free.iter().map(|c| c.take_over).collect();
+    // A new message another run is inserting now (a run frozen inside its claim) is not waited
+    // for long: the claim is then answered held by another run, whole.
+    transaction
+        .batch_execute("SET LOCAL lock_timeout = '2s'")
+        .await?;
     let won_rows = transaction
         .query(
             &statements.claim,
@@ -1083,22 +1269,27 @@ async fn claim(
     Ok(claims
         .iter()
         .map(|claim| {
-            let position = (
-                uuid_of(claim.identity.fingerprint),
-                occurrence_of(claim.identity),
-            );
+            let position = position(claim);
             match won.remove(&position) {
                 // A record always has a key once claimed; the claim's own is a fallback only.
                 Some(key) => Claimed::Won {
                     key: key.unwrap_or_else(|| claim.key.clone()),
                 },
                 // A record that vanished meanwhile cannot be (records are never deleted): it
-                // is reported as held elsewhere, the safe reading.
-                None => Claimed::Lost(records.remove(&claim.identity).unwrap_or_else(|| {
-                    let mut row = Row::new(claim.identity, State::Dispatched, None);
-                    row.held_elsewhere = true;
-                    row
-                })),
+                // is reported as held elsewhere, the safe reading; so is one another
+                // transaction holds now.
+                None => {
+                    let mut row = records.remove(&claim.identity).unwrap_or_else(|| {
+                        let mut row = Row::new(claim.identity, State::Dispatched, None);
+                        row.held_elsewhere = true;
+                        row
+                    });
+                    if busy.contains(&position) {
+                        row.held_elsewhere = true;
+                        row.holder_settling = false;
+                    }
+                    Claimed::Lost(row)
+                }
             }
         })
         .collect())
@@ -1126,28 +1317,39 @@ async fn dead_holders(
     if fingerprints.is_empty() {
         return Ok(Vec::new());
     }
-    let holders: Vec<Uuid> = transaction
+    let found = transaction
         .query(
             &statements.holders,
             &[&campaign, &fingerprints, &occurrences, &run],
         )
-        .await?
+        .await?;
+    // A run whose record is gone (deleted by a person tidying the table) is gone too.
+    let mut dead: Vec<Uuid> = found
         .iter()
+        .filter(|row| !row.get::<_, bool>(1))
         .map(|row| row.get(0))
         .collect();
-    if holders.is_empty() {
-        return Ok(Vec::new());
+    let recorded: Vec<Uuid> = found
+        .iter()
+        .filter(|row| row.get::<_, bool>(1))
+        .map(|row| row.get(0))
+        .collect();
+    if recorded.is_empty() {
+        return Ok(dead);
     }
-    let dead: Vec<Uuid> = transaction
-        .query(&statements.judge_holders, &[&holders])
+    let judged: Vec<Uuid> = transaction
+        .query(&statements.judge_holders, &[&recorded])
         .await?
         .iter()
         .filter(|row| !row.get::<_, Option<bool>>(1).unwrap_or(false))
         .map(|row| row.get(0))
         .collect();
-    if !dead.is_empty() {
-        transaction.execute(&statements.mark_lost, &[&dead]).await?;
+    if !judged.is_empty() {
+        transaction
+            .execute(&statements.mark_lost, &[&judged])
+            .await?;
     }
+    dead.extend(judged);
     Ok(dead)
 }
 
@@ -1229,6 +1431,7 @@ async fn write(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::campaign::journal::fence::SESSION_GRACE;
     use crate::test_servers::PostgresServer;
 
     const LEASE: Duration = Duration::from_secs(60);
@@ -1299,6 +1502,13 @@ mod tests {
     /// message campaign, 500 at its end), and a batch's messages were compared with each of its
     /// rows. The plans, made while the journal is empty as a new run's are, must find the
     /// messages by key and join them by hash or merge, whatever the journal holds later.
+    #[test]
+    fn the_sql_judges_runs_with_the_fences_margins() {
+        let grace = format!("interval '{} seconds'", SESSION_GRACE.as_secs());
+        assert!(RUN_ALIVE.contains(&grace), "{RUN_ALIVE}");
+        assert!(RUN_ALIVE.contains(&format!("r.lease_seconds * {TAKE_OVER_AFTER}")));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_given() {
         let Some(server) = PostgresServer::start() else {
@@ -1316,6 +1526,16 @@ mod tests {
                 "lookup",
                 LOOKUP,
                 &format!("1, {uuids}, gen_random_uuid(), ARRAY[0, 0]"),
+            )
+            .await,
+            plan_of(
+                &client,
+                "lock_claimable",
+                LOCK_CLAIMABLE,
+                &format!(
+                    "1, {uuids}, ARRAY[0, 0], gen_random_uuid(), ARRAY[true, false], \
+                     ARRAY[gen_random_uuid()]"
+                ),
             )
             .await,
             plan_of(

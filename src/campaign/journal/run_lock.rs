@@ -17,9 +17,11 @@ pub(crate) struct RunLock {
     path: PathBuf,
 }
 
-/// Where the lock files of a journal's runs are: beside it.
+/// Where the lock files of a journal's runs are: beside it, by its real path (a journal opened
+/// through a link is one journal with one folder of locks).
 pub(crate) fn lock_dir(journal: &Path) -> PathBuf {
-    let mut name = journal.as_os_str().to_owned();
+    let real = std::fs::canonicalize(journal).unwrap_or_else(|_| journal.to_owned());
+    let mut name = real.into_os_string();
     name.push(".runs");
     PathBuf::from(name)
 }
@@ -62,10 +64,13 @@ impl Drop for RunLock {
 }
 
 /// Whether the run `run_id` still holds its lock. A missing lock file is a run that ended (or
-/// whose journal moved without it): not alive.
+/// whose journal moved without it): not alive. A lock file that cannot be read (another user's,
+/// a file system error) says nothing: taken for alive, the safe reading (its lease still ends
+/// it).
 pub(crate) fn is_alive(dir: &Path, run_id: &str) -> bool {
-    let Ok(file) = File::open(lock_path(dir, run_id)) else {
-        return false;
+    let file = match File::open(lock_path(dir, run_id)) {
+        Ok(file) => file,
+        Err(error) => return error.kind() != io::ErrorKind::NotFound,
     };
     // A shared lock we can take means nobody holds the exclusive one: the run is gone.
     !matches!(try_lock(&file, false), Ok(true))
@@ -113,6 +118,19 @@ mod tests {
         assert!(!is_alive(&dir, "run-2"));
         drop(lock);
         assert!(!is_alive(&dir, "run-1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_journal_reached_through_a_link_has_the_same_locks() {
+        let dir = std::env::temp_dir().join(format!("bizmsg-lock-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let journal = dir.join("real.db");
+        std::fs::write(&journal, b"").unwrap();
+        let link = dir.join("link.db");
+        std::os::unix::fs::symlink(&journal, &link).unwrap();
+        assert_eq!(lock_dir(&journal), lock_dir(&link));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

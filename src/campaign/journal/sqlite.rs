@@ -83,7 +83,7 @@ impl SqliteJournal {
         connection
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| failed(path, "is not usable", e))?;
-        let campaign_id = prepare(&mut connection, campaign_id).map_err(|e| match e {
+        let campaign_id = prepare(&mut connection, path, campaign_id).map_err(|e| match e {
             Setup::Sqlite(e) => failed(path, "is not usable", e),
             Setup::Refused(message) => {
                 Error::Campaign(format!("journal {}: {message}", path.display()))
@@ -256,6 +256,7 @@ fn use_wal(connection: &Connection) -> rusqlite::Result<()> {
 /// once do not race.
 fn prepare(
     connection: &mut Connection,
+    path: &Path,
     campaign_id: Option<&str>,
 ) -> std::result::Result<String, Setup> {
     use_wal(connection)?;
@@ -286,7 +287,17 @@ fn prepare(
             migrate_from_positions(&transaction)?;
             record_own_leases(&transaction)?;
         }
-        Some("2") => record_own_leases(&transaction)?,
+        Some("2") => {
+            // A run of the bizmsg that wrote format 2 would go on after the move, judging
+            // runs by its own lease and never learning it was taken over: it must end first.
+            if let Some(run) = live_run(&transaction, path)? {
+                return Err(Setup::Refused(format!(
+                    "is in use by a run of an earlier bizmsg ({run}): let it finish, then run \
+                     this one"
+                )));
+            }
+            record_own_leases(&transaction)?;
+        }
         Some(SCHEMA) => {}
         Some(other) => {
             return Err(Setup::Refused(format!(
@@ -338,6 +349,31 @@ fn migrate_from_positions(transaction: &Transaction<'_>) -> rusqlite::Result<()>
     )
 }
 
+/// A run recorded running whose lock is held: its id, host and pid.
+fn live_run(transaction: &Transaction<'_>, path: &Path) -> rusqlite::Result<Option<String>> {
+    let locks = lock_dir(path);
+    let mut statement =
+        transaction.prepare("SELECT id, host, pid FROM bizmsg_runs WHERE state = 'running'")?;
+    let runs = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, Option<String>>(1)?,
+            row.get::<_, Option<i64>>(2)?,
+        ))
+    })?;
+    for run in runs {
+        let (id, host, pid) = run?;
+        if is_alive(&locks, &id) {
+            return Ok(Some(format!(
+                "run {id}, process {} on {}",
+                pid.unwrap_or_default(),
+                host.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// Format 2 judged every run by the reader's lease; from format 3 each run's own is recorded
 /// (runs recorded before keep the default lease, 300 s).
 fn record_own_leases(transaction: &Transaction<'_>) -> rusqlite::Result<()> {
@@ -370,7 +406,7 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
         let first = match commands.recv_timeout(beat) {
             Ok(command) => command,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if earlier_failure.is_none() && !run.fence.is_lost() {
+                if !run.fence.is_lost() {
                     let started = Instant::now();
                     match heartbeat(&connection, &run.id) {
                         Ok(true) => run.fence.confirm(started),
@@ -390,14 +426,11 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
         let mut replies: Vec<Reply> = Vec::new();
         let started = Instant::now();
         let mut pending = batch.into_iter();
-        let outcome = if run.fence.is_lost() {
-            // Taken over: nothing more of this run's is written.
-            Err(Stopped::TakenOver(TAKEN_OVER.to_owned()))
-        } else {
-            run_batch(&mut connection, &run, &mut pending, &mut replies)
-        };
+        let outcome = run_batch(&mut connection, &run, &mut pending, &mut replies);
         match &outcome {
-            Ok(()) => run.fence.confirm(started),
+            Ok(Held::Yes) => run.fence.confirm(started),
+            // Taken over: it sends nothing more, and only writes the results of what it holds.
+            Ok(Held::TakenOver) => run.fence.lose(TAKEN_OVER),
             // No journal transaction of this run may fail and its sends go on. (Lost before
             // anyone waiting is answered: whoever learns of the failure finds the fence down.)
             Err(error) => run.fence.lose(error.to_string()),
@@ -419,7 +452,7 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
     // The run ends: recorded, then its lock released (a reader never sees a running run
     // without its lock).
     let _ = connection.execute(
-        "UPDATE bizmsg_runs SET state = 'ended', ended_at = ?2 WHERE id = ?1",
+        "UPDATE bizmsg_runs SET state = 'ended', ended_at = ?2 WHERE id = ?1 AND state = 'running'",
         params![run.id, now()],
     );
     drop(run.lock.take());
@@ -429,25 +462,12 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
 const TAKEN_OVER: &str = "this run was taken for a dead one (its lease passed) and its claims \
                           taken over: it stops";
 
-/// Why a batch was not committed, or committed and the run stops.
-enum Stopped {
-    Sqlite(rusqlite::Error),
-    TakenOver(String),
-}
-
-impl From<rusqlite::Error> for Stopped {
-    fn from(error: rusqlite::Error) -> Self {
-        Stopped::Sqlite(error)
-    }
-}
-
-impl std::fmt::Display for Stopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Stopped::Sqlite(error) => error.fmt(f),
-            Stopped::TakenOver(reason) => f.write_str(reason),
-        }
-    }
+/// Whether this run still holds its claims after a batch.
+enum Held {
+    Yes,
+    /// Taken over (recorded gone by another run, or a message it claimed is another's): it
+    /// sends nothing more, and from then on only writes the results of what it still holds.
+    TakenOver,
 }
 
 /// A sign of life: whether the run is still recorded running (not taken over).
@@ -483,25 +503,35 @@ fn answer_only(command: Command) -> Reply {
 }
 
 /// One transaction for the commands of `batch`; those a failure cuts short are left in it.
+/// A run taken over writes the results of what it holds, and refuses everything else.
 fn run_batch(
     connection: &mut Connection,
     run: &Run,
     batch: &mut std::vec::IntoIter<Command>,
     replies: &mut Vec<Reply>,
-) -> std::result::Result<(), Stopped> {
+) -> rusqlite::Result<Held> {
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now();
-    let alive = transaction.execute(
-        "UPDATE bizmsg_runs SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'running'",
-        params![run.id, now],
-    )?;
-    if alive == 0 {
-        return Err(Stopped::TakenOver(TAKEN_OVER.to_owned()));
-    }
+    let taken = run.fence.is_lost()
+        || transaction.execute(
+            "UPDATE bizmsg_runs SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'running'",
+            params![run.id, now],
+        )? == 0;
     // Rows this run claimed that a write found held by another run.
     let mut lost = 0;
     let mut liveness = Liveness::new(run);
     for command in batch.by_ref() {
+        // A durable write is a key recorded before a send, or the run's last flush: neither
+        // is this run's to make any more.
+        let refused = match &command {
+            Command::Write { reply, .. } => reply.is_some(),
+            Command::Lookup { .. } | Command::Claim { .. } => true,
+        };
+        if taken && refused {
+            let reply = answer_only(command);
+            replies.push(Box::new(move |_| reply(Some(TAKEN_OVER))));
+            continue;
+        }
         match command {
             Command::Lookup { identities, reply } => {
                 let rows = lookup(&transaction, &identities, &mut liveness);
@@ -537,13 +567,17 @@ fn run_batch(
     }
     transaction.commit()?;
     if lost > 0 {
-        // What it still held is committed; it stops before sending anything more.
-        return Err(Stopped::TakenOver(format!(
-            "{lost} message(s) this run claimed are held by another run (this run was taken \
-             over): it stops"
-        )));
+        log::error!(
+            target: "bizmsg",
+            "campaign journal: {lost} message(s) this run claimed are held by another run"
+        );
     }
-    Ok(())
+    // What it still held is committed; it sends nothing more.
+    Ok(if taken || lost > 0 {
+        Held::TakenOver
+    } else {
+        Held::Yes
+    })
 }
 
 /// Which runs are alive, asked once per run within a transaction.
@@ -617,6 +651,8 @@ fn recorded(
                         msg: row.get(4)?,
                         clears_doubt: false,
                         held_elsewhere: false,
+                        // A run lock is released only when its process ends: never settling.
+                        holder_settling: false,
                         claimed: false,
                     },
                     row.get(5)?,
