@@ -20,7 +20,7 @@ impl Gate {
 
     /// Keeps the gate closed for `wait` from now (a longer pause already set is kept).
     pub fn pause(&self, wait: Duration) {
-        let Some(until) = Instant::now().checked_add(wait) else {
+        let Some(until) = now().checked_add(wait) else {
             return;
         };
         let mut closed = self
@@ -42,7 +42,7 @@ impl Gate {
             .closed_until
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        closed.filter(|until| *until > Instant::now())
+        closed.filter(|until| *until > now())
     }
 
     /// Waits until the gate is open (it may be closed again while waiting).
@@ -51,6 +51,13 @@ impl Gate {
             tokio::time::sleep_until(until.into()).await;
         }
     }
+}
+
+/// Tokio's clock: the system's monotonic clock, except in a test on tokio's paused clock,
+/// where pauses then keep the same time as the sleeps and the paces that wait for them
+/// (`limits/local.rs`'s tests).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 #[cfg(test)]

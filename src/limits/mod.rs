@@ -6,13 +6,14 @@
 //!
 //! Where they are kept is a [`LimitsStore`]:
 //! - `local.rs`: in this process, for one campaign (the embedded default, as before there was
-//!   a store): governor's GCRA limiters, a gate, counters;
+//!   a store): a timeline per pace (`timeline.rs`), a gate, counters;
 //! - `redis/`: in Redis, shared by every process and host given the same URL
 //!   (`shared_limits=`), so that their sum keeps the limits.
 
 mod local;
 mod paces;
 mod redis;
+mod timeline;
 
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,9 @@ use futures::future::BoxFuture;
 
 use crate::error::Result;
 
-pub use local::{check_rate, LocalLimits};
+pub use local::LocalLimits;
 pub(crate) use paces::SenderPaces;
+pub use timeline::check_rate;
 
 /// What a message must wait for before it goes.
 #[derive(Clone, Copy, Debug, Default)]
