@@ -167,6 +167,13 @@ impl fmt::Display for Error {
                 if let Some(id) = &api.request_id {
                     write!(f, " (request id {id})")?;
                 }
+                if api.status_code == 404 && api.url.contains("/v1/v1/") {
+                    // The most common cause of a 404 from a working service.
+                    write!(
+                        f,
+                        "; bizmsg adds /v1 to base_url itself: give base_url without it"
+                    )?;
+                }
                 Ok(())
             }
             Error::Decode { message, snippet } => {

@@ -193,6 +193,15 @@ def test_sandbox_404_for_a_base_url_with_a_wrong_prefix(sandbox: Sandbox) -> Non
     assert caught.value.body == {"code": "404", "msg": "no route for GET /api/v1/chat/businessAccounts"}
 
 
+def test_a_base_url_ending_in_v1_is_told_that_bizmsg_adds_it(sandbox: Sandbox) -> None:
+    """The most common 404 from a working service: /v1 given twice (issue 24, item 7)."""
+    with bizmsg.Client(sandbox.token, base_url=sandbox.base_url + "/v1") as client:
+        with pytest.raises(bizmsg.NotFoundError) as caught:
+            client.business_accounts.list()
+    assert "/v1/v1/" in str(caught.value)
+    assert "bizmsg adds /v1 to base_url itself" in str(caught.value)
+
+
 def test_error_body_that_is_not_json_is_text(sandbox: Sandbox, sender: Number) -> None:
     sandbox.inject("business_accounts", status=502, body="<html>Bad Gateway</html>",
                    headers={"Content-Type": "text/html"})
@@ -545,8 +554,8 @@ def test_response_too_large_error_for_a_body_over_max_response_bytes(
 def test_campaign_error_for_a_journal_of_another_campaign(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, tmp_path: Any
 ) -> None:
-    """The campaign as a whole cannot go on: raised before any message, with the (empty)
-    partial result on ``bulk_result``."""
+    """The campaign as a whole cannot go on: raised before any message, with the partial
+    result on ``bulk_result``: the message skipped, saying why."""
     journal = tmp_path / "campaign.db"
     message = {"to": "14155550100", "from": sender.digits, "name": "n", "parameters": "p",
                "language": "en"}
@@ -557,7 +566,8 @@ def test_campaign_error_for_a_journal_of_another_campaign(
     assert isinstance(error, bizmsg.BizmsgError)
     assert str(error) == (f'journal {journal}: belongs to campaign "spring", not "summer"; use '
                           "another journal file for another campaign")
-    assert len(error.bulk_result) == 0  # type: ignore[attr-defined]
+    [skipped] = error.bulk_result  # type: ignore[attr-defined]
+    assert skipped.status == "skipped" and "belongs to campaign" in (skipped.reason or "")
     assert len(sandbox.sent_messages()) == 1
     import pickle
 

@@ -103,3 +103,16 @@ def test_single_sends_count_against_the_tier_a_campaign_then_keeps(
         assert all("messaging tier" in str(o.error) for o in result.outcomes
                    if o.status == "failed")
         assert sandbox.stats()["accepted"] == 50
+
+
+def test_a_journal_that_cannot_be_reached_says_why() -> None:
+    """A PostgreSQL that refuses the connection is named with why (issue 24, item 7: the error
+    said only "error connecting to server")."""
+    with Sandbox(seed_data=seed_data()) as sandbox, sandbox.client() as client:
+        with pytest.raises(bizmsg.SharedStateError) as caught:
+            client.messages.send_many(rows(SENDERS[0], 3),
+                                      journal="postgresql://bizmsg:secret@127.0.0.1:1/bizmsg",
+                                      campaign_id="nowhere")
+    text = str(caught.value)
+    assert "refused" in text.lower(), text
+    assert "secret" not in text

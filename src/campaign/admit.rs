@@ -227,6 +227,14 @@ pub(super) enum AfterLostClaim<P> {
     ClaimLater(Ready<P>),
 }
 
+/// A message waiting to be taken over from a run whose session just ended, when the campaign
+/// stops first: in doubt (that run may have sent it), with its key, as without
+/// `resend_unknown`.
+pub(super) fn still_in_doubt<P>(ready: Ready<P>) -> Outcome<P> {
+    let row = Row::new(ready.identity, State::Dispatched, Some(ready.key.clone()));
+    Settled::InDoubt.outcome(ready.index, ready.payload, &ready.prepared, &row)
+}
+
 /// A message that kept losing its claim (its holder neither alive nor taken over): reported
 /// held by another run, not sent by this one.
 pub(super) fn gave_up_claim<P>(ready: Ready<P>, row: &Row) -> Outcome<P> {

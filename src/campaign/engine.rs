@@ -18,7 +18,9 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use super::admit::{gave_up_claim, Admission, Admitted, AfterLostClaim, Identified};
+use super::admit::{
+    gave_up_claim, still_in_doubt, Admission, Admitted, AfterLostClaim, Identified,
+};
 use super::breaker::Breaker;
 use super::claim_size::ClaimSize;
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
@@ -87,6 +89,33 @@ struct Engine<P> {
     later: VecDeque<(std::time::Instant, Ready<P>)>,
     /// How many times each message lost its claim and was claimed again.
     reclaims: HashMap<u64, u8>,
+}
+
+/// Whether this process has not logged a warning of this kind about this account and sender of
+/// this service in the last day: a worker running many campaigns logs each once a day (every
+/// campaign's result still carries its own).
+fn first_today(service: &str, warning: &Warning) -> bool {
+    type Key = (String, &'static str, Option<String>, Option<String>);
+    type Logged = HashMap<Key, std::time::Instant>;
+    static LOGGED: std::sync::Mutex<Option<Logged>> = std::sync::Mutex::new(None);
+    const A_DAY: Duration = Duration::from_secs(24 * 60 * 60);
+    let mut logged = LOGGED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let logged = logged.get_or_insert_with(HashMap::new);
+    let now = std::time::Instant::now();
+    logged.retain(|_, at| now.duration_since(*at) < A_DAY);
+    let key = (
+        service.to_owned(),
+        warning.kind,
+        warning.account_id.clone(),
+        warning.sender.clone(),
+    );
+    if logged.contains_key(&key) {
+        return false;
+    }
+    logged.insert(key, now);
+    true
 }
 
 /// Sleeps until `when` (forever when there is none).
@@ -394,7 +423,9 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn warn(&self, warning: Warning) {
-        log::warn!(target: "bizmsg", "campaign: {}", warning.message);
+        if first_today(self.context.client.base_url(), &warning) {
+            log::warn!(target: "bizmsg", "campaign: {}", warning.message);
+        }
         self.emit(Event::Warning(warning));
     }
 
@@ -541,11 +572,11 @@ impl<P: Send + 'static> Engine<P> {
     /// re-run sends them, unless they were in doubt before this run).
     fn skip_waiting(&mut self) {
         let note = self.not_sent_note();
-        // Held by another run: reported, never written.
+        // Held by a run whose session ended, which may have sent them: in doubt, with their
+        // keys (never written: not this run's).
         for (_, ready) in std::mem::take(&mut self.later) {
-            let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
-            outcome.idempotency_key = Some(ready.key);
-            self.buffer.push(outcome);
+            self.doubtful.remove(&ready.index);
+            self.buffer.push(still_in_doubt(ready));
         }
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         let marked = std::mem::take(&mut self.marked);
@@ -873,12 +904,22 @@ impl<P: Send + 'static> Engine<P> {
                 .admission
                 .senders
                 .as_mut()
-                .map(|senders| senders.tier_warnings(&account, count.unique, over, shared))
+                .map(|senders| {
+                    senders.tier_warnings(&account, count.unique, over, shared, self.enforce_tier)
+                })
                 .unwrap_or_default();
             for warning in warnings {
                 self.warn(warning);
             }
-            if shared && self.enforce_tier {
+            if self.enforce_tier {
+                // In one process, only the recipients this campaign itself counted are known:
+                // the messages it knows are past the tier fail up front all the same.
+                let seen = if shared {
+                    ""
+                } else {
+                    "; counted in this campaign only (other processes' and earlier campaigns' \
+                     recipients are not seen here: shared_limits= counts them all)"
+                };
                 for (position, verdict) in positions.iter().zip(&count.verdicts) {
                     if *verdict == TierVerdict::Over {
                         refused.insert(
@@ -886,7 +927,8 @@ impl<P: Send + 'static> Engine<P> {
                             format!(
                                 "a new recipient past the messaging tier {} of account {} \
                                  ({limit} unique recipients per rolling 24 h): not sent, the \
-                                 platform would refuse it (enforce_tier=False sends it anyway)",
+                                 platform would refuse it (enforce_tier=False sends it \
+                                 anyway){seen}",
                                 account.tier.as_deref().unwrap_or("?"),
                                 account.id
                             ),

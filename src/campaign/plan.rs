@@ -171,7 +171,7 @@ impl Planner {
                     to_send += messages;
                     if self.options.pace_auto {
                         if let Some(pace) = pace {
-                            let seconds = *messages as f64 / pace;
+                            let seconds = crate::limits::duration_of(*messages, pace).as_secs_f64();
                             slowest = Some(slowest.map_or(seconds, |s| s.max(seconds)));
                         }
                     }
@@ -235,7 +235,11 @@ impl Planner {
             })
             .collect();
         accounts.sort_by(|a, b| a.id.cmp(&b.id));
-        let batch = self.options.rate_limit.map(|rate| to_send as f64 / rate);
+        // As the campaign paces them (the first at once, then one a period), not `n / rate`.
+        let batch = self
+            .options
+            .rate_limit
+            .map(|rate| crate::limits::duration_of(to_send, rate).as_secs_f64());
         let estimated_seconds = match (slowest, batch) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (one, other) => one.or(other),
@@ -330,6 +334,7 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.contains("past its messaging tier TIER_50")));
-        assert!((plan.estimated_seconds.unwrap() - 1.0).abs() < 1e-9);
+        // 60 messages at 60/s: 59 periods of the timeline (a second and 5 ms per 60).
+        assert!((plan.estimated_seconds.unwrap() - 59.0 * 1.005 / 60.0).abs() < 1e-9);
     }
 }

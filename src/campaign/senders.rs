@@ -298,13 +298,15 @@ impl SenderPolicy {
 
     /// The warnings, each once per account: its unique recipients reach 80 % of its tier
     /// (`tier_near`), and a recipient is past it (`over`: `tier`). `shared`: counted across
-    /// every process sharing the limits over the last 24 h (else in this campaign).
+    /// every process sharing the limits over the last 24 h (else in this campaign);
+    /// `enforcing`: messages past the tier fail before sending (`enforce_tier`).
     pub(super) fn tier_warnings(
         &mut self,
         account: &Account,
         unique: u64,
         over: bool,
         shared: bool,
+        enforcing: bool,
     ) -> Vec<Warning> {
         let Some(limit) = account.limit else {
             return Vec::new();
@@ -335,7 +337,7 @@ impl SenderPolicy {
             });
         }
         if over {
-            let fate = if shared {
+            let fate = if enforcing {
                 "messages to new recipients past the limit fail before sending"
             } else {
                 "messages to new recipients past the limit will be refused"

@@ -23,7 +23,7 @@ use crate::error::Result;
 
 pub use local::LocalLimits;
 pub(crate) use paces::SenderPaces;
-pub use timeline::check_rate;
+pub use timeline::{check_rate, duration_of};
 
 /// What a message must wait for before it goes.
 #[derive(Clone, Copy, Debug, Default)]

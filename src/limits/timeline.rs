@@ -174,6 +174,18 @@ impl Timeline {
     }
 }
 
+/// How long `count` messages take at a pace of `per_second` on a timeline: the first goes at
+/// once, each next one a period later (`plan()`'s estimate, as the campaign will pace them).
+pub fn duration_of(count: u64, per_second: f64) -> Duration {
+    if count == 0 || !per_second.is_finite() || per_second <= 0.0 {
+        return Duration::ZERO;
+    }
+    // Counts and paces far below f64's exact range (2^53).
+    #[allow(clippy::cast_precision_loss)]
+    let periods = (count - 1) as f64;
+    Duration::try_from_secs_f64(periods * SPAN.as_secs_f64() / per_second).unwrap_or(Duration::MAX)
+}
+
 /// Checks a rate (`rate_limit=`, or a pace): a positive number of messages per second, at
 /// least one a day, at most about one a nanosecond.
 pub fn check_rate(per_second: f64) -> Result<()> {

@@ -242,6 +242,8 @@ impl NativeClient {
                      with Idempotency-Key {key:?}"
                 );
                 note_on(py, &interrupt, &note);
+                // For code, not only for eyes: `KeyboardInterrupt.idempotency_key`.
+                let _ = interrupt.value(py).setattr("idempotency_key", &key);
                 Err(interrupt)
             }
         }

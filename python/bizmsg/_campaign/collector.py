@@ -153,7 +153,12 @@ class Collector:
                                 "interrupted")))
         rest = run.skip_rest(source, why)
         if rest:
-            self.outcomes_arrived(self.counted + 1, rest)
+            try:
+                self.outcomes_arrived(self.counted + 1, rest)
+            except BaseException as exc:  # on_result's own exception, or Ctrl-C inside it
+                # Kept and counted already: raised at the end with the result, as any other.
+                if self.raised is None:
+                    self.raised = exc
         return rest
 
     def interrupted(self, exc: BaseException, run: _native.CampaignRun) -> None:

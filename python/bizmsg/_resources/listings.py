@@ -23,6 +23,15 @@ __all__ = ["BusinessAccounts", "BusinessPhoneNumbers", "AsyncBusinessAccounts",
 ItemT = TypeVar("ItemT", BusinessAccount, BusinessPhoneNumber)
 
 
+def _request_size(page_size: int) -> int:
+    """``iter()``'s page size, which only sizes its requests: above the service's maximum, the
+    maximum (``list()`` and ``iter_pages()`` keep it strict: there it is what a page holds).
+    Anything that is not a whole number is left for the usual check to refuse."""
+    if isinstance(page_size, int) and not isinstance(page_size, bool):
+        return min(page_size, _native.MAX_PAGE_SIZE)
+    return page_size
+
+
 class _Listing(Resource, Generic[ItemT]):
     """What both listings share; ``_KIND`` tells the Rust side which one."""
 
@@ -55,9 +64,11 @@ class _SyncListing(_Listing[ItemT]):
     def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
              max_retries: int | None = None) -> Iterator[ItemT]:
         """Every item across pages, lazily. ``limit`` caps the number of items in total;
-        ``page_size`` is only the request size. The next page is fetched in the background
-        while you consume the current one (one page ahead, never more)."""
-        return items_of(self._source(page_size, timeout, max_retries).stream(1, limit))
+        ``page_size`` is only the request size, so one over the service's maximum (1000) asks
+        for pages of 1000. The next page is fetched in the background while you consume the
+        current one (one page ahead, never more)."""
+        return items_of(self._source(_request_size(page_size), timeout, max_retries)
+                        .stream(1, limit))
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> Iterator[Page[ItemT]]:
@@ -86,8 +97,10 @@ class _AsyncListing(_Listing[ItemT]):
     def iter(self, *, page_size: int = 100, limit: int | None = None, timeout: TimeoutArg = None,
              max_retries: int | None = None) -> AsyncIterator[ItemT]:
         """``async for`` over every item across pages; ``limit`` caps the items in total,
-        ``page_size`` is only the request size; one page is read ahead."""
-        return items_of_async(self._source(page_size, timeout, max_retries).stream(1, limit))
+        ``page_size`` is only the request size (over 1000, pages of 1000); one page is read
+        ahead."""
+        return items_of_async(self._source(_request_size(page_size), timeout, max_retries)
+                              .stream(1, limit))
 
     def iter_pages(self, *, page_size: int = 100, page_no: int = 1, timeout: TimeoutArg = None,
                    max_retries: int | None = None) -> AsyncIterator[AsyncPage[ItemT]]:

@@ -197,6 +197,10 @@ def _add_bulk_options(send: argparse.ArgumentParser) -> None:
                       help="with --journal: send again, with the same Idempotency-Key, the "
                            "messages an earlier run left unknown (default: report them "
                            "unknown again)")
+    bulk.add_argument("--no-enforce-tier", action="store_true",
+                      help="with --pace auto: send the messages to new recipients past an "
+                           "account's messaging tier anyway (default: they fail up front, as "
+                           "the platform would refuse them)")
     bulk.add_argument("--no-dedupe", action="store_true",
                       help="send exact repeats too (default: a message with the same to, "
                            "from and template as an earlier one is skipped)")
@@ -229,7 +233,9 @@ _BULK_OPTIONS = (("--format", "format", None), ("--results", "results", None),
                  ("--concurrency", "concurrency", None), ("--rate", "rate", None),
                  ("--pace", "pace", None), ("--journal", "journal", None),
                  ("--campaign-id", "campaign_id", None), ("--resend-unknown", "resend_unknown", False),
-                 ("--no-dedupe", "no_dedupe", False), ("--stop-on-error", "stop_on_error", False),
+                 ("--no-dedupe", "no_dedupe", False),
+                 ("--no-enforce-tier", "no_enforce_tier", False),
+                 ("--stop-on-error", "stop_on_error", False),
                  ("--unreachable-after", "unreachable_after", None),
                  ("--unreachable-for", "unreachable_for", None),
                  ("--dry-run", "dry_run", False), ("--no-progress", "no_progress", False))

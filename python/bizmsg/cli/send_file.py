@@ -317,7 +317,8 @@ def _send(args: argparse.Namespace, client: Client, source: MessageFile) -> int:
             messages, concurrency=args.concurrency, rate_limit=args.rate, pace=args.pace,
             progress=progress, on_result=arrived, stop_on_error=args.stop_on_error,
             journal=args.journal, campaign_id=args.campaign_id, dedupe=not args.no_dedupe,
-            resend_unknown=args.resend_unknown, **_breaker(args),
+            resend_unknown=args.resend_unknown, enforce_tier=not args.no_enforce_tier,
+            **_breaker(args),
             # SIGTERM (systemd, Docker, Kubernetes, `timeout`) stops it as Ctrl-C does. (A
             # SIGTERM the command inherited as ignored stays ignored, as SIGINT would.)
             stop_on_sigterm=True,

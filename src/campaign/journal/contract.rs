@@ -374,3 +374,44 @@ async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
     let orphan = second.claim(claims(1..2, "b", true)).await.unwrap();
     assert_eq!(orphan, [Claimed::Won { key: "a1".into() }]);
 }
+
+/// A claim that meets one message another transaction is inserting now (a run frozen inside
+/// its claim) claims every other message and reports only that one held by another run (found
+/// in review: the whole batch was reported held, and none of it sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_meets_one_busy_message_claims_all_the_others() {
+    let Some(server) = PostgresServer::start() else {
+        return;
+    };
+    let run = PostgresJournal::open(&server.url, "busy", LEASE)
+        .await
+        .unwrap();
+    let mut frozen = connect(&server.url).await;
+    let inserting = frozen.transaction().await.unwrap();
+    inserting
+        .batch_execute(
+            "INSERT INTO bizmsg.messages (campaign, fingerprint, occurrence, idempotency_key, \
+             state) SELECT id, '00000000-0000-0000-0000-000000000007', 0, 'other', 'dispatched' \
+             FROM bizmsg.campaigns WHERE name = 'busy'",
+        )
+        .await
+        .unwrap();
+    let claimed = run.claim(claims(0..20, "a", false)).await.unwrap();
+    inserting.rollback().await.unwrap();
+    for (n, answer) in claimed.iter().enumerate() {
+        if n == 7 {
+            assert!(
+                matches!(answer, Claimed::Lost(row) if row.held_elsewhere),
+                "{answer:?}"
+            );
+        } else {
+            assert_eq!(
+                *answer,
+                Claimed::Won {
+                    key: format!("a{n}")
+                },
+                "message {n}"
+            );
+        }
+    }
+}

@@ -11,8 +11,9 @@
 //!   row it claimed held by another run);
 //! - its last confirmation is recent: the start of the last journal round trip that found it
 //!   still `running` (and refreshed its heartbeat) is younger than its window (`window`: half
-//!   its lease, at most `WINDOW_CAP`), by this host's monotonic clock (a frozen process's
-//!   monotonic clock runs on). It confirms itself at least every `heartbeat_every`.
+//!   its lease, at most `WINDOW_CAP`), by a clock of this host that runs on while the process
+//!   is frozen and while the machine sleeps (`stamp`). It confirms itself at least every
+//!   `heartbeat_every`.
 //!
 //! The arithmetic: a confirmation that started at T refreshed the heartbeat at a server time no
 //! earlier than T; this run stops sending at T + its window. A taker waits until that heartbeat
@@ -32,6 +33,33 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Now, in nanoseconds of a clock that runs on while this process is frozen and while the
+/// machine is suspended: a laptop that slept through another run's take-over must find its
+/// confirmation as old as it is. Linux's `CLOCK_BOOTTIME`, macOS's `CLOCK_MONOTONIC` (which
+/// counts sleep there); elsewhere the monotonic clock of `Instant` (which may not count a
+/// suspend: docs/campaigns.md says so).
+pub fn stamp() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos"))]
+    {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let clock = libc::CLOCK_BOOTTIME;
+        #[cfg(target_os = "macos")]
+        let clock = libc::CLOCK_MONOTONIC;
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime only writes the timespec it is given, which lives here.
+        if unsafe { libc::clock_gettime(clock, &mut now) } == 0 {
+            let seconds = u64::try_from(now.tv_sec).unwrap_or_default();
+            let nanos = u64::try_from(now.tv_nsec).unwrap_or_default();
+            return seconds.saturating_mul(1_000_000_000).saturating_add(nanos);
+        }
+    }
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    nanos(ORIGIN.get_or_init(Instant::now).elapsed())
+}
 
 use tokio::sync::Notify;
 
@@ -83,8 +111,7 @@ impl std::fmt::Display for Unfenced {
 /// One run's fence, shared by its journal (which confirms or loses it) and its sends.
 #[derive(Debug)]
 pub struct ClaimFence {
-    origin: Instant,
-    /// Nanoseconds from `origin` to the start of the last confirming round trip.
+    /// When the last confirming round trip started (`stamp`).
     confirmed: AtomicU64,
     /// How long after a confirmation the run may send.
     window: Duration,
@@ -96,10 +123,10 @@ pub struct ClaimFence {
 }
 
 impl ClaimFence {
-    /// The fence of a run with `lease`, confirmed by a round trip that started at `confirmed`.
-    pub fn new(lease: Duration, confirmed: Instant) -> Self {
+    /// The fence of a run with `lease`, confirmed by a round trip that started at `confirmed`
+    /// (`stamp`).
+    pub fn new(lease: Duration, confirmed: u64) -> Self {
         let fence = ClaimFence {
-            origin: confirmed,
             confirmed: AtomicU64::new(0),
             window: window(lease),
             given_up: lease.mul_f64(TAKE_OVER_AFTER),
@@ -110,10 +137,10 @@ impl ClaimFence {
         fence
     }
 
-    /// A round trip that started at `started` found the run still holding its claims.
-    pub fn confirm(&self, started: Instant) {
-        let at = nanos(started.saturating_duration_since(self.origin));
-        self.confirmed.fetch_max(at, Ordering::AcqRel);
+    /// A round trip that started at `started` (`stamp`) found the run still holding its
+    /// claims.
+    pub fn confirm(&self, started: u64) {
+        self.confirmed.fetch_max(started, Ordering::AcqRel);
         self.changed.notify_waiters();
     }
 
@@ -135,8 +162,8 @@ impl ClaimFence {
         if let Some(reason) = self.lost.get() {
             return Err(Unfenced::Lost(reason.clone()));
         }
-        let confirmed = Duration::from_nanos(self.confirmed.load(Ordering::Acquire));
-        let age = self.origin.elapsed().saturating_sub(confirmed);
+        let confirmed = self.confirmed.load(Ordering::Acquire);
+        let age = Duration::from_nanos(stamp().saturating_sub(confirmed));
         if age > self.window {
             return Err(Unfenced::Stale(age));
         }
@@ -194,17 +221,17 @@ mod tests {
     #[test]
     fn a_fence_goes_stale_past_its_share_of_the_lease_and_a_loss_is_for_good() {
         let lease = Duration::from_millis(200);
-        let fence = ClaimFence::new(lease, Instant::now());
+        let fence = ClaimFence::new(lease, stamp());
         assert_eq!(fence.check(), Ok(()));
         std::thread::sleep(Duration::from_millis(130));
         assert!(matches!(fence.check(), Err(Unfenced::Stale(_))));
-        fence.confirm(Instant::now());
+        fence.confirm(stamp());
         assert_eq!(fence.check(), Ok(()));
         // An older round trip answered late never moves the confirmation back.
-        fence.confirm(Instant::now() - Duration::from_secs(1));
+        fence.confirm(stamp().saturating_sub(1_000_000_000));
         assert_eq!(fence.check(), Ok(()));
         fence.lose("taken over");
-        fence.confirm(Instant::now());
+        fence.confirm(stamp());
         assert!(
             matches!(fence.check(), Err(Unfenced::Lost(reason)) if reason == "taken over"),
             "a confirmation after the loss does not restore it"
@@ -214,12 +241,12 @@ mod tests {
     #[tokio::test]
     async fn a_stale_fence_waits_for_its_confirmation() {
         let lease = Duration::from_millis(100);
-        let fence = std::sync::Arc::new(ClaimFence::new(lease, Instant::now()));
+        let fence = std::sync::Arc::new(ClaimFence::new(lease, stamp()));
         tokio::time::sleep(Duration::from_millis(70)).await;
         let confirming = std::sync::Arc::clone(&fence);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(30)).await;
-            confirming.confirm(Instant::now());
+            confirming.confirm(stamp());
         });
         assert_eq!(fence.valid().await, Ok(()));
         fence.lose("session ended");
@@ -229,9 +256,7 @@ mod tests {
     #[tokio::test]
     async fn a_fence_never_confirmed_again_is_given_up_as_others_take_it_over() {
         // Last confirmed 200 ms ago, with a lease of 80 ms: others took it over long since.
-        let confirmed = Instant::now()
-            .checked_sub(Duration::from_millis(200))
-            .unwrap_or_else(Instant::now);
+        let confirmed = stamp().saturating_sub(200_000_000);
         let fence = ClaimFence::new(Duration::from_millis(80), confirmed);
         let waited = tokio::time::timeout(Duration::from_secs(5), fence.valid()).await;
         assert!(matches!(waited, Ok(Err(Unfenced::Lost(_)))), "{waited:?}");

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
@@ -29,7 +29,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Statement, Transaction};
 use uuid::Uuid;
 
-use super::fence::{heartbeat_every, TAKE_OVER_AFTER};
+use super::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
 use crate::campaign::message::Fingerprint;
 use crate::client::{tls_config, Verify};
@@ -428,7 +428,7 @@ impl PostgresJournal {
         };
         let failed_pg = |what: &str, error: &tokio_postgres::Error| failed(what, &describe(error));
         let tls = tls_config(&target.verify, &[]).map_err(|e| failed("TLS", &e))?;
-        let registering = Instant::now();
+        let registering = stamp();
         let (mut client, connection) = target
             .config
             .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
@@ -751,7 +751,7 @@ impl Writer {
     /// A sign of life when there is nothing to write, which confirms the fence too: the same
     /// statement every transaction starts with. `Ok(false)`: this run was taken over.
     async fn heartbeat(&self) -> Result<bool> {
-        let started = Instant::now();
+        let started = stamp();
         let found = self
             .client
             .query_one(&self.statements.alive, &[&self.run])
@@ -833,12 +833,83 @@ impl Writer {
     }
 
     /// One transaction, run again when the server rolled it back for a conflict with another
-    /// run's (a deadlock or a serialization failure: nothing of it was committed).
+    /// run's (a deadlock or a serialization failure: nothing of it was committed). A claim
+    /// that meets a message another transaction holds is split until that message is found.
     async fn run_segment(&mut self, segment: &[Command]) -> Result<Vec<Answer>> {
+        if let [Command::Claim { claims, .. }] = segment {
+            return Ok(vec![self.claim_around_busy_rows(claims).await?]);
+        }
+        self.attempt_segment(segment, CLAIM_LOCK_WAIT)
+            .await
+            .map_err(|attempt| self.attempt_failed(attempt))
+    }
+
+    /// A claim run as one transaction; when it meets a message another transaction is
+    /// inserting now (a run frozen inside its claim, a commit stuck on a standby), run again in
+    /// halves, each waiting less, until only that message is left: it alone is answered held by
+    /// another run, the others are claimed.
+    async fn claim_around_busy_rows(&mut self, claims: &[Claim]) -> Result<Answer> {
+        let mut answers: Vec<Option<Claimed>> = vec![None; claims.len()];
+        let mut parts = vec![(0, claims.len(), CLAIM_LOCK_WAIT)];
+        while let Some((start, end, wait)) = parts.pop() {
+            let Some(part) = claims.get(start..end) else {
+                continue;
+            };
+            // Answered by the engine through the batch's own command, not this one.
+            let (reply, _) = oneshot::channel();
+            let command = [Command::Claim {
+                claims: part.to_vec(),
+                reply,
+            }];
+            match self.attempt_segment(&command, wait).await {
+                Ok(mut answer) => match answer.pop() {
+                    Some(Answer::Claimed(claimed)) => {
+                        for (slot, claimed) in answers.iter_mut().skip(start).zip(claimed) {
+                            *slot = Some(claimed);
+                        }
+                    }
+                    // Taken over meanwhile: the whole claim is refused.
+                    _ => return Ok(Answer::Refused),
+                },
+                Err(Attempt::Busy(error)) if end - start > 1 => {
+                    log::debug!(
+                        target: "bizmsg",
+                        "campaign journal {}: a claim of {} messages met one another transaction \
+                         holds ({}): claimed in halves",
+                        self.name,
+                        end - start,
+                        describe(&error)
+                    );
+                    let middle = start + (end - start) / 2;
+                    parts.push((middle, end, BUSY_LOCK_WAIT));
+                    parts.push((start, middle, BUSY_LOCK_WAIT));
+                }
+                Err(Attempt::Busy(_)) => {
+                    if let (Some(slot), Some(claim)) = (answers.get_mut(start), part.first()) {
+                        *slot = Some(held_by_another(claim));
+                    }
+                }
+                Err(attempt) => return Err(self.attempt_failed(attempt)),
+            }
+        }
+        Ok(Answer::Claimed(
+            answers
+                .into_iter()
+                .zip(claims)
+                .map(|(answer, claim)| answer.unwrap_or_else(|| held_by_another(claim)))
+                .collect(),
+        ))
+    }
+
+    /// `try_segment`, run again after a conflict the server rolled back.
+    async fn attempt_segment(
+        &mut self,
+        segment: &[Command],
+        lock_wait: Duration,
+    ) -> std::result::Result<Vec<Answer>, Attempt> {
         let mut attempt = 0;
         loop {
-            match self.try_segment(segment).await {
-                Ok(answers) => return Ok(answers),
+            match self.try_segment(segment, lock_wait).await {
                 Err(Attempt::Again(error)) if attempt < MAX_TRANSACTION_RETRIES => {
                     attempt += 1;
                     log::debug!(
@@ -850,28 +921,17 @@ impl Writer {
                     let pause = 5 + fastrand::u64(..20) * u64::from(attempt);
                     tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
-                Err(Attempt::Busy(error)) => match segment {
-                    // A claim that met a message another transaction is inserting now:
-                    // answered held by another run, whole, rather than waited for.
-                    [Command::Claim { claims, .. }] => {
-                        log::debug!(
-                            target: "bizmsg",
-                            "campaign journal {}: a claim met rows another transaction holds \
-                             ({}): reported held by another run",
-                            self.name,
-                            describe(&error)
-                        );
-                        return Ok(vec![Answer::Claimed(
-                            claims.iter().map(held_by_another).collect(),
-                        )]);
-                    }
-                    _ => return Err(self.failed(&error)),
-                },
-                Err(Attempt::Again(error) | Attempt::Failed(error)) => {
-                    return Err(self.failed(&error));
-                }
-                Err(Attempt::Stop(error)) => return Err(error),
+                done => return done,
             }
+        }
+    }
+
+    fn attempt_failed(&self, attempt: Attempt) -> Error {
+        match attempt {
+            Attempt::Again(error) | Attempt::Failed(error) | Attempt::Busy(error) => {
+                self.failed(&error)
+            }
+            Attempt::Stop(error) => error,
         }
     }
 
@@ -879,6 +939,7 @@ impl Writer {
     async fn try_segment(
         &mut self,
         batch: &[Command],
+        lock_wait: Duration,
     ) -> std::result::Result<Vec<Answer>, Attempt> {
         // A claim or a durable write waits for the commit to be on disk; results alone may be
         // committed asynchronously.
@@ -890,7 +951,7 @@ impl Writer {
         });
         let (campaign, run) = (self.campaign, self.run);
         let statements = &self.statements;
-        let started = Instant::now();
+        let started = stamp();
         let transaction = self.client.transaction().await.map_err(Attempt::of)?;
         // Set either way: a claim must not rely on the server's default.
         transaction
@@ -952,7 +1013,7 @@ impl Writer {
                     )
                     .await
                     .map_err(Attempt::of)?;
-                    let claimed = claim(&transaction, statements, campaign, run, claims)
+                    let claimed = claim(&transaction, statements, campaign, run, claims, lock_wait)
                         .await
                         .map_err(Attempt::of)?;
                     answers.push(Answer::Claimed(claimed));
@@ -1027,6 +1088,11 @@ fn taken_over(name: &str) -> Error {
     ))
 }
 
+/// How long a claim waits for a row another transaction holds before it is split around it;
+/// its halves wait less.
+const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(2);
+const BUSY_LOCK_WAIT: Duration = Duration::from_millis(200);
+
 /// The least a journal round trip is waited for before the connection is taken for lost.
 const MIN_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -1080,7 +1146,20 @@ fn describe(error: &tokio_postgres::Error) -> String {
             }
             text
         }
-        None => error.to_string(),
+        // tokio-postgres says "error connecting to server" and keeps why (refused, timed out,
+        // TLS, ...) in its source: said too.
+        None => {
+            let mut text = error.to_string();
+            let mut cause = std::error::Error::source(error);
+            while let Some(inner) = cause {
+                let inner_text = inner.to_string();
+                if !text.contains(&inner_text) {
+                    text.push_str(&format!(": {inner_text}"));
+                }
+                cause = inner.source();
+            }
+            text
+        }
     }
 }
 
@@ -1172,6 +1251,7 @@ async fn claim(
     campaign: i64,
     run: Uuid,
     claims: &[Claim],
+    lock_wait: Duration,
 ) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
     if claims.is_empty() {
         return Ok(Vec::new());
@@ -1229,9 +1309,12 @@ async fn claim(
     let keys: Vec<&str> = free.iter().map(|c| c.key.as_str()).collect();
     let take_over: Vec<bool> = free.iter().map(|c| c.take_over).collect();
     // A new message another run is inserting now (a run frozen inside its claim) is not waited
-    // for long: the claim is then answered held by another run, whole.
+    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`).
     transaction
-        .batch_execute("SET LOCAL lock_timeout = '2s'")
+        .batch_execute(&format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            lock_wait.as_millis()
+        ))
         .await?;
     let won_rows = transaction
         .query(

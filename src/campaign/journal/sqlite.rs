@@ -16,13 +16,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::fence::{heartbeat_every, TAKE_OVER_AFTER};
+use super::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
 use super::run_lock::{is_alive, lock_dir, RunLock};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
 use crate::error::{Error, Result};
@@ -90,7 +90,7 @@ impl SqliteJournal {
             }
         })?;
         let id = uuid::Uuid::new_v4().to_string();
-        let registering = Instant::now();
+        let registering = stamp();
         let locks = lock_dir(path);
         let lock = RunLock::acquire(&locks, &id)
             .map_err(|e| failed(path, "cannot lock this run's file", e))?;
@@ -407,7 +407,7 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
             Ok(command) => command,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if !run.fence.is_lost() {
-                    let started = Instant::now();
+                    let started = stamp();
                     match heartbeat(&connection, &run.id) {
                         Ok(true) => run.fence.confirm(started),
                         Ok(false) => run.fence.lose(TAKEN_OVER),
@@ -424,7 +424,7 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
             batch.push(more);
         }
         let mut replies: Vec<Reply> = Vec::new();
-        let started = Instant::now();
+        let started = stamp();
         let mut pending = batch.into_iter();
         let outcome = run_batch(&mut connection, &run, &mut pending, &mut replies);
         match &outcome {

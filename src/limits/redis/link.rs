@@ -210,9 +210,10 @@ impl Link {
             let failure = match result {
                 Ok(value) => {
                     if self.failing.swap(false, Ordering::AcqRel) {
-                        log::info!(
+                        // At the outage's own level: whoever saw it go sees it come back.
+                        log::warn!(
                             target: "bizmsg",
-                            "shared limits {}: reachable again",
+                            "shared limits {}: reachable again; sends go on",
                             self.target.shown
                         );
                     }

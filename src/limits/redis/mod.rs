@@ -134,14 +134,25 @@ fn from_micros(micros: i64) -> Duration {
     Duration::from_micros(u64::try_from(micros).unwrap_or(0))
 }
 
-/// The spacing of `per_second`, in µs (rounded up: never faster than asked).
+/// The spacing of `per_second`, in µs (rounded up: never faster than asked): `per_second` slots
+/// span a second and the guard a send may be late by (`slots.rs`'s `LATE`) and arrive late by,
+/// so that no second at the service holds more than the pace (the local timeline's `SPAN`,
+/// `timeline.rs`, with the same reasoning).
 fn period(per_second: f64) -> Result<u64> {
     check_rate(per_second)?;
     // In range by check_rate: between 1 µs... and one day.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let period = (1e6 / per_second).ceil() as u64;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let period = (micros(SHARED_SPAN) as f64 / per_second).ceil() as u64;
     Ok(period.max(1))
 }
+
+/// What `per_second` slots of a shared pace span: a second, a slot's use up to `LATE` after
+/// its time, and the difference in the way there.
+const SHARED_SPAN: Duration = Duration::from_millis(1_008);
 
 impl RedisLimits {
     /// The store at `url` for the service named `namespace` (the client's base URL), TLS

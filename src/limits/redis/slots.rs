@@ -42,7 +42,9 @@ const MOST_FAST: usize = 1024;
 /// it would bunch messages the pace meant to space. For the same reason, slots whose answer
 /// took much longer than usual to arrive (their times are known only to within that round
 /// trip) are given up too.
-const LATE: Duration = Duration::from_millis(10);
+/// (Within the spacing's guard, `mod.rs`'s `SHARED_SPAN`: a slot used this late never puts more
+/// than the pace in a second.)
+const LATE: Duration = Duration::from_millis(3);
 /// A round trip this many times the usual one is "much longer".
 const SLOW_ANSWER: u32 = 4;
 
