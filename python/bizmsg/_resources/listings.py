@@ -23,7 +23,7 @@ __all__ = ["BusinessAccounts", "BusinessPhoneNumbers", "AsyncBusinessAccounts",
 ItemT = TypeVar("ItemT", BusinessAccount, BusinessPhoneNumber)
 
 
-def _request_size(page_size: int) -> int:
+def _request_size(page_size: object) -> Any:
     """``iter()``'s page size, which only sizes its requests: above the service's maximum, the
     maximum (``list()`` and ``iter_pages()`` keep it strict: there it is what a page holds).
     Anything that is not a whole number is left for the usual check to refuse."""
