@@ -439,17 +439,21 @@ def test_progress_bar_with_tqdm(
     assert "20msg" in capsys.readouterr().err.replace(" ", "")
 
 
-def test_progress_without_tqdm_is_a_clear_import_error(
-    sandbox: Sandbox, client: bizmsg.Client, sender: Number, monkeypatch: pytest.MonkeyPatch
+def test_progress_without_tqdm_shows_a_plain_line(
+    sandbox: Sandbox, client: bizmsg.Client, sender: Number, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without tqdm, ``progress=True`` fails before anything is sent, saying what to install."""
+    """Without tqdm, ``progress=True`` works out of the box (issue 24, item 7: it raised
+    ImportError, and a notebook cell blocked silently): a plain line on stderr, ended with the
+    campaign, for sync and async, with and without a length."""
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
-    with pytest.raises(ImportError, match=r"progress=True needs tqdm: pip install"):
-        client.messages.send_many(messages(sender.digits, 5), progress=True)
-    # Regression: send_many_iter raised only at the first next(), after the campaign started.
-    with pytest.raises(ImportError, match="tqdm"):
-        client.messages.send_many_iter(messages(sender.digits, 5), progress=True)
-    assert sandbox.sent_messages() == []
+    result = client.messages.send_many(messages(sender.digits, 50), progress=True)
+    assert result.counts["sent"] == 50
+    err = capsys.readouterr().err
+    assert "sending: 50/50 msg (sent=50)" in err and err.endswith("\n")
+    assert sum(1 for _ in client.messages.send_many_iter(Pulls(sender.digits, 20, 100),
+                                                        progress=True)) == 20
+    assert "sending: 20 msg" in capsys.readouterr().err
 
 
 # --- stopping -----------------------------------------------------------------------------------

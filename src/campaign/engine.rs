@@ -91,33 +91,6 @@ struct Engine<P> {
     reclaims: HashMap<u64, u8>,
 }
 
-/// Whether this process has not logged a warning of this kind about this account and sender of
-/// this service in the last day: a worker running many campaigns logs each once a day (every
-/// campaign's result still carries its own).
-fn first_today(service: &str, warning: &Warning) -> bool {
-    type Key = (String, &'static str, Option<String>, Option<String>);
-    type Logged = HashMap<Key, std::time::Instant>;
-    static LOGGED: std::sync::Mutex<Option<Logged>> = std::sync::Mutex::new(None);
-    const A_DAY: Duration = Duration::from_secs(24 * 60 * 60);
-    let mut logged = LOGGED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let logged = logged.get_or_insert_with(HashMap::new);
-    let now = std::time::Instant::now();
-    logged.retain(|_, at| now.duration_since(*at) < A_DAY);
-    let key = (
-        service.to_owned(),
-        warning.kind,
-        warning.account_id.clone(),
-        warning.sender.clone(),
-    );
-    if logged.contains_key(&key) {
-        return false;
-    }
-    logged.insert(key, now);
-    true
-}
-
 /// Sleeps until `when` (forever when there is none).
 async fn sleep_until_some(when: Option<std::time::Instant>) {
     match when {
@@ -423,9 +396,7 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn warn(&self, warning: Warning) {
-        if first_today(self.context.client.base_url(), &warning) {
-            log::warn!(target: "bizmsg", "campaign: {}", warning.message);
-        }
+        log::warn!(target: "bizmsg", "campaign: {}", warning.message);
         self.emit(Event::Warning(warning));
     }
 

@@ -208,9 +208,53 @@ def require_tqdm() -> Any:
     return tqdm
 
 
+class TextProgress:
+    """``progress=True`` without tqdm: one line on stderr, rewritten at most four times a
+    second (``sending: 1,200/3,000 msg (sent=1,180, failed=20)``), ended when the campaign is.
+    Built in rather than a dependency: ``import bizmsg`` pulls nothing in for it, a notebook
+    shows stderr in its cell, and tqdm, when installed, is still used for its richer bar."""
+
+    EVERY = 0.25
+
+    def __init__(self, total: int | None) -> None:
+        import sys
+
+        self.stream = sys.stderr
+        self.total = total
+        self.count = 0
+        self.postfix: dict[str, int] = {}
+        self.shown = 0.0
+
+    def set_postfix(self, postfix: dict[str, int], refresh: bool = False) -> None:
+        self.postfix = dict(postfix)
+
+    def update(self, count: int) -> None:
+        self.count += count
+        now = time.monotonic()
+        if now - self.shown >= self.EVERY:
+            self.shown = now
+            self._show()
+
+    def _show(self, end: str = "") -> None:
+        total = "" if self.total is None else f"/{self.total:,}"
+        counts = ", ".join(f"{status}={count:,}" for status, count in self.postfix.items())
+        line = f"\rsending: {self.count:,}{total} msg" + (f" ({counts})" if counts else "")
+        try:
+            self.stream.write(line + end)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stderr: no progress, no failure
+            pass
+
+    def close(self) -> None:
+        self._show("\n")
+
+
 def progress_bar(progress: bool, messages: object) -> Any:
     if not progress:
         return None
-    tqdm = require_tqdm()
     total = len(messages) if isinstance(messages, Sized) else None
+    try:
+        tqdm = require_tqdm()
+    except ImportError:
+        return TextProgress(total)
     return tqdm(total=total, unit="msg", desc="sending", dynamic_ncols=True)

@@ -99,11 +99,6 @@ def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> 
     if not isinstance(options["stop_on_sigterm"], bool):
         raise ValidationError(f"invalid stop_on_sigterm: must be True or False, got "
                               f"{options['stop_on_sigterm']!r}", field="stop_on_sigterm")
-    if options["progress"]:
-        # Before the campaign starts: a missing tqdm is a usage error, not a half-started run.
-        from .._campaign.collector import require_tqdm
-
-        require_tqdm()
     return native.campaign(
         concurrency=options["concurrency"], rate_limit=_rate(options["rate_limit"]),
         pace=_optional_text("pace", options["pace"]), stop_on_error=options["stop_on_error"],
