@@ -482,8 +482,9 @@ impl<P: Send + 'static> Engine<P> {
             self.fail_limits(failure);
         }
         if let Some(lost) = claims_lost {
-            // Nothing more is written or sent: the message's record, and every other this run
-            // claimed, are left to the run that took them over.
+            // Nothing more is sent: this message's record, and every other this run no longer
+            // holds, are left to the run that took them over (the journal still writes the
+            // results of those it holds).
             self.fail(lost);
         }
         // The mark written before dispatch holds the fingerprint; the result keeps it.

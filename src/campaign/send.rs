@@ -44,7 +44,7 @@ pub(super) struct Finished<P> {
     /// A failure of the campaign itself (its shared store), reported at its end.
     pub(super) failure: Option<Error>,
     /// This run no longer holds its claims (taken over, its journal session ended): it sends
-    /// nothing more and writes nothing more.
+    /// nothing more, and its journal writes only the results of what it still holds.
     pub(super) claims_lost: Option<Error>,
 }
 
@@ -84,10 +84,10 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
     };
     // Whether the request began to leave: a message abandoned before is known never sent.
     // Each attempt is written only while this run still holds its claim on the message.
-    let fence = context.journal.as_ref().map(|journal| {
-        let fence: Arc<dyn SendFence> = Arc::clone(journal.fence()) as Arc<dyn SendFence>;
-        fence
-    });
+    let fence = context
+        .journal
+        .as_ref()
+        .map(|journal| Arc::clone(journal.fence()) as Arc<dyn SendFence>);
     let progress = Arc::new(SendProgress::fenced(fence));
     let attempt = attempt(&context, &prepared, keys, pace, &progress);
     tokio::select! {
