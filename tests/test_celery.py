@@ -139,6 +139,10 @@ def test_the_shard_task_run_in_this_process(tmp_path: Path, monkeypatch: pytest.
         assert all(s["unknown"] == [] and s["redelivered"] is False and s["stop_reason"] is None
                    and s["campaign_id"] == "local" and s["shards"] == 2 for s in first)
         assert sum(s["counts"]["skipped"] for s in again) == 100
+        # What an earlier run settled is counted as such: each copy accounts for its shard.
+        assert [s["settled_before"] for s in first] == [{"sent": 0, "rejected": 0}] * 2
+        assert sum(s["settled_before"]["sent"] for s in again) == 100
+        assert all(s["settled_before"]["rejected"] == 0 for s in again)
         assert len(sandbox.sent_messages()) == 100
 
         orphan = bizmsg.celery.register(app, name="bizmsg.orphan", client=client)

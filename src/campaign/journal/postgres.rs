@@ -463,6 +463,12 @@ impl PostgresJournal {
             .batch_execute(PLANS)
             .await
             .map_err(|e| failed_pg("cannot set how its statements are planned", &e))?;
+        // Durable commits unless a transaction says otherwise (one of results alone): a claim
+        // never relies on the server's default, and costs no statement of its own.
+        client
+            .batch_execute("SET synchronous_commit = on")
+            .await
+            .map_err(|e| failed_pg("cannot set its commits durable", &e))?;
         let campaign = prepare(&mut client, campaign_id)
             .await
             .map_err(|e| failed("cannot prepare the schema", &e))?;
@@ -953,24 +959,36 @@ impl Writer {
         let statements = &self.statements;
         let started = stamp();
         let transaction = self.client.transaction().await.map_err(Attempt::of)?;
-        // Set either way: a claim must not rely on the server's default.
-        transaction
-            .batch_execute(if durable {
-                "SET LOCAL synchronous_commit = on"
+        // The session commits durably (set at open); results alone may go asynchronously.
+        // Sent in one go with the liveness check (tokio-postgres pipelines statements polled
+        // together): no round trip of its own.
+        let asynchronous = async {
+            if durable {
+                Ok(())
             } else {
-                "SET LOCAL synchronous_commit = off"
-            })
-            .await
-            .map_err(Attempt::of)?;
+                transaction
+                    .batch_execute("SET LOCAL synchronous_commit = off")
+                    .await
+            }
+        };
         // A run taken for dead (its lock found gone, its lease past) sends nothing more: its
         // claims may be another run's by now. It still writes the results of the messages it
         // holds (they went out), and nothing else.
         let mut taken = self.taken.is_some();
-        if !taken {
-            let found = transaction
-                .query_one(&statements.alive, &[&run])
-                .await
-                .map_err(Attempt::of)?;
+        let alive = async {
+            if taken {
+                Ok(None)
+            } else {
+                transaction
+                    .query_one(&statements.alive, &[&run])
+                    .await
+                    .map(Some)
+            }
+        };
+        let ((), found) = futures::future::try_join(asynchronous, alive)
+            .await
+            .map_err(Attempt::of)?;
+        if let Some(found) = found {
             if found.get::<_, i32>(1) != self.session {
                 return Err(Attempt::Stop(pooled(
                     &self.name,
@@ -1263,9 +1281,14 @@ async fn claim(
         .collect();
     let all_occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
     let all_take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    // A new message another run is inserting now (a run frozen inside its claim) is not waited
+    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`). Set with
+    // the next statement, in one go (it only matters to the claim's own, which follows).
+    let lock_timeout = format!("SET LOCAL lock_timeout = '{}ms'", lock_wait.as_millis());
     // (claimable, locked) of each recorded message; the others are new.
-    let recorded: HashMap<(Uuid, i32), (bool, bool)> = transaction
-        .query(
+    let ((), claimable) = futures::future::try_join(
+        transaction.batch_execute(&lock_timeout),
+        transaction.query(
             &statements.lock_claimable,
             &[
                 &campaign,
@@ -1275,8 +1298,10 @@ async fn claim(
                 &all_take_over,
                 &dead,
             ],
-        )
-        .await?
+        ),
+    )
+    .await?;
+    let recorded: HashMap<(Uuid, i32), (bool, bool)> = claimable
         .iter()
         .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
         .collect();
@@ -1308,14 +1333,6 @@ async fn claim(
     let occurrences: Vec<i32> = free.iter().map(|c| occurrence_of(c.identity)).collect();
     let keys: Vec<&str> = free.iter().map(|c| c.key.as_str()).collect();
     let take_over: Vec<bool> = free.iter().map(|c| c.take_over).collect();
-    // A new message another run is inserting now (a run frozen inside its claim) is not waited
-    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`).
-    transaction
-        .batch_execute(&format!(
-            "SET LOCAL lock_timeout = '{}ms'",
-            lock_wait.as_millis()
-        ))
-        .await?;
     let won_rows = transaction
         .query(
             &statements.claim,
