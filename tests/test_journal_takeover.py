@@ -348,6 +348,40 @@ def test_a_run_that_meets_a_live_runs_claims_waits_and_takes_them_over_when_it_f
     assert a_record.get("error") or a_record.get("stop_reason"), shown(figures)
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_run_frozen_past_its_lease_that_nobody_took_over_sends_its_claims_when_it_resumes(
+        kind: str, request: pytest.FixtureRequest, children: Children, tmp_path: Path) -> None:
+    """Run A (``rate_limit=5``, ``lease=3``) claims the 40 messages of a campaign, sends a few,
+    and is frozen (SIGSTOP) between two sends for twice its lease. No other run takes its
+    claims over. Continued, A asks its journal whether it was taken over, learns it was not,
+    and sends the rest: all 40 reached, once each, and A ends without an error. Before the
+    fix: A took itself for lost after 1.25 leases without a confirmation, sent none of the
+    rest and reported them "this run no longer holds its claims" (a hostile review's loss:
+    the runs that met A's claims had given up waiting, so nobody sent them)."""
+    campaign = f"resume-{kind}"
+    journal = journal_of(kind, campaign, request, tmp_path)
+    every = rows(SENDERS[0], N)
+    with Sandbox(seed_data=seed_data(), honour_idempotency_keys=False) as sandbox:
+        a = children.start("a", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
+                                     campaign_id=campaign, rate_limit=5, lease=LEASE), every)
+        with continued_at_the_end(a):
+            a.wait_ready()
+            a.go()
+            wait_for(lambda: sandbox.stats()["accepted"] >= 2, "A's first messages")
+            sent_by_a = freeze_between_sends(a, sandbox, journal)
+            time.sleep(2 * LEASE)
+            os.kill(a.pid, signal.SIGCONT)
+            a_record = a.result(timeout=45)
+        figures = counts(sandbox)
+    figures.update({"a_sent_before_freeze": sent_by_a, "a_counts": a_record.get("counts"),
+                    "a_error": a_record.get("error"),
+                    "a_stop_reason": a_record.get("stop_reason")})
+    assert figures["accepted"] == N and figures["repeated_recipients"] == 0, shown(figures)
+    assert a_record.get("counts", {}).get("sent") == N, shown(figures)
+    assert not a_record.get("error") and not a_record.get("stop_reason"), shown(figures)
+
+
 # -- 2. fencing: a run whose PostgreSQL session was ended ----------------------------------------
 
 

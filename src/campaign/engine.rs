@@ -541,7 +541,7 @@ impl<P: Send + 'static> Engine<P> {
     /// A message a live run holds: waited for, or reported held by it once this run has
     /// waited its patience.
     fn wait_for_holder(&mut self, ready: Ready<P>) {
-        if let Err(ready) = self.waiting.hold(ready) {
+        if let Some(ready) = self.waiting.hold(ready) {
             self.buffer.push(held_elsewhere(ready));
         }
     }

@@ -84,16 +84,16 @@ impl<P> Waiting<P> {
     }
 
     /// A message a live run holds: claimed again in a moment, unless the run has waited its
-    /// patience for it already (then it is given back, to be reported held by another run).
-    pub(super) fn hold(&mut self, ready: Ready<P>) -> Result<(), Ready<P>> {
+    /// patience for it already; then it is given back, to be reported held by another run.
+    pub(super) fn hold(&mut self, ready: Ready<P>) -> Option<Ready<P>> {
         let now = Instant::now();
         let since = *self.held_since.entry(ready.index).or_insert(now);
         if now.saturating_duration_since(since) >= self.patience {
             self.held_since.remove(&ready.index);
-            return Err(ready);
+            return Some(ready);
         }
         self.held.push_back((now + RECHECK_EVERY, ready));
-        Ok(())
+        None
     }
 
     /// The message's wait is over: its claim was won, or it has an outcome.
