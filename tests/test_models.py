@@ -354,7 +354,7 @@ def test_has_next_page_rules(envelope: dict[str, Any], count: int, expected: boo
 
 
 def test_a_page_without_a_data_list_is_a_decode_error() -> None:
-    # Issue 17, item 6: read as an empty page, it would end a listing early without a word.
+    # Read as an empty page, it would end a listing early without a word.
     for wire in ({"data": None, "total": 0}, {}, {"smsId": "s", "code": "0"}):
         with pytest.raises(bizmsg.DecodeError, match="data"):
             bizmsg.Page.from_dict(wire)

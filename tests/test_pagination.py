@@ -104,8 +104,8 @@ def test_iter_validates_its_arguments(sandbox: Sandbox, client: bizmsg.Client) -
 def test_iters_page_size_over_the_maximum_asks_for_the_maximum(
     sandbox: Sandbox, client: bizmsg.Client
 ) -> None:
-    """``iter()``'s page size only sizes its requests: over the service's 1000 it asks for 1000
-    (issue 24, item 7); ``list()`` stays strict, its page size is what a page holds."""
+    """``iter()``'s page size only sizes its requests: over the service's 1000 it asks for 1000;
+    ``list()`` stays strict, its page size is what a page holds."""
     assert len(list(client.business_accounts.iter(page_size=5000))) == 3
     assert queries(sandbox) == ["pageNo=1&pageSize=1000"]
     with pytest.raises(bizmsg.ValidationError):

@@ -85,7 +85,7 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
         result = client.messages.send(to="+86 138 0013 8000", from_=sender, template=template)
         ok: bool = result.ok
         sms_id: str | int | None = result.sms_id
-        # A result a call returned always has its call's metadata (issue 18: the README's
+        # A result a call returned always has its call's metadata (the README's
         # `result.meta.request_id` failed pyright --strict).
         meta: bizmsg.ResponseMeta = result.meta
         key: str | None = meta.idempotency_key

@@ -1,6 +1,6 @@
 """HAProxy (Debian's 2.6) in front of an upstream (a sandbox), with
 ``timeout http-keep-alive 500ms``: an idle client connection is closed after half a second, the
-second keep-alive race of issue 17. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
+second keep-alive race. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
 instead (HTTP/1.1 by ALPN). ``h2=True`` speaks HTTP/2 without TLS (h2c, by prior knowledge)
 instead of HTTP/1.1, for the HTTP/2 transport. ``tcp=True`` relays bytes instead of HTTP: with
 ``tls``, TLS in front of a plain server, such as Squid, which then is an ``https://`` proxy.

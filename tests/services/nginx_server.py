@@ -1,7 +1,7 @@
 """nginx terminating TLS in front of an upstream (a sandbox), on two free loopback ports:
 
 - ``url``: HTTPS with HTTP/1.1 only and a short ``keepalive_timeout`` (1 s by default): the
-  keep-alive race of issue 17 happens here, where a client reuses a connection just as nginx
+  keep-alive race happens here, where a client reuses a connection just as nginx
   closes it;
 - ``h2_url``: HTTPS offering h2 by ALPN (and HTTP/1.1), ``keepalive_requests 50``: nginx sends a
   graceful GOAWAY after every 50th stream (nginx >= 1.19.7 took ``http2_max_requests``'s place
