@@ -1,5 +1,4 @@
-"""Take-overs of a campaign's journal that must never send a message twice (issue 23, points 1
-to 3): a run that finishes what another run left (``resend_unknown=True``) against the SQLite
+"""Take-overs of a campaign's journal that must never send a message twice: a run that finishes what another run left (``resend_unknown=True``) against the SQLite
 journal (one file, processes of one host) and the PostgreSQL journal, each run in an OS process
 of its own (``shared_child.py``), with real faults: SIGKILL, SIGSTOP/SIGCONT, and
 ``pg_terminate_backend``.

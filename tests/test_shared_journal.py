@@ -405,8 +405,8 @@ def test_the_postgres_password_is_never_shown(
 def test_the_readme_example_of_the_two_urls_runs_in_several_processes_at_once(
         redis_server: RedisServer, postgres_server: PostgresServer,
         start_sandbox_process: Callable[..., SandboxProcess], tmp_path: Path) -> None:
-    """The README's first example of "Campaigns across processes and machines" (the same in
-    docs/campaigns.md), as written but for its two URLs, which point at this test's Redis and
+    """The README's example of shared state (the same as docs/campaigns.md's first example of
+    "Across processes and machines"), as written but for its two URLs, which point at this test's Redis and
     PostgreSQL, started in three processes at once against the standalone sandbox with
     ``--enforce-limits``: 300 messages, each delivered once, none refused for throughput, as
     the README says."""
