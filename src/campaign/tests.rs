@@ -205,6 +205,60 @@ async fn a_rerun_with_the_journal_sends_nothing_twice() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A journal made before fingerprints were SHA-256 (format 3: xxh3 identities, no record of
+/// their kind): this bizmsg resumes its campaign knowing the messages as that journal does, so
+/// what was sent is not sent again, and a new message gets the key an xxh3 identity derives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_of_xxh3_fingerprints_resumes_its_campaign_without_sending_twice() {
+    use crate::campaign::message::{Fingerprint, FingerprintKind};
+    use crate::campaign::{Identity, KeySource};
+    let (sandbox, client, sender) = setup().await;
+    let dir = std::env::temp_dir().join(format!("bizmsg-engine-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.db");
+    let options = Options {
+        journal: Some(crate::campaign::JournalTarget::File(path.clone())),
+        campaign_id: Some("legacy".into()),
+        ..Options::default()
+    };
+    let messages = vec![
+        message("8613800138000", &sender),
+        message("8613800138001", &sender),
+    ];
+    let first = run(&client, options.clone(), &messages[..1]).await;
+    assert_eq!(statuses(&first), ["sent"]);
+    // What format 3 wrote: the same row under its xxh3 fingerprint, no kind recorded.
+    let request = |m: &SendMessage| Prepared::new(m, None).unwrap().request;
+    let legacy = |m: &SendMessage| Fingerprint::of_kind(&request(m), FingerprintKind::Xxh3);
+    {
+        let db = rusqlite::Connection::open(&path).unwrap();
+        let changed = db
+            .execute(
+                "UPDATE bizmsg_messages SET fingerprint = ?1 WHERE fingerprint = ?2",
+                [
+                    legacy(&messages[0]).to_hex(),
+                    Fingerprint::of(&request(&messages[0])).to_hex(),
+                ],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+        db.execute_batch(
+            "DELETE FROM bizmsg_campaign WHERE name = 'fingerprint';
+             UPDATE bizmsg_campaign SET value = '3' WHERE name = 'schema';",
+        )
+        .unwrap();
+    }
+    let second = run(&client, options, &messages).await;
+    assert_eq!(statuses(&second), ["skipped", "sent"]);
+    assert_eq!(sandbox.stats().accepted, 2, "each message committed once");
+    let derived = KeySource::for_campaign("legacy").key(Identity {
+        fingerprint: legacy(&messages[1]),
+        occurrence: 0,
+    });
+    assert_eq!(second[1].idempotency_key.as_deref(), Some(derived.as_str()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_id_gives_every_run_the_same_keys() {
     let (sandbox, client, sender) = setup().await;
