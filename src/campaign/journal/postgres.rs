@@ -887,11 +887,17 @@ impl Writer {
     /// A claim run as one transaction; when it meets a message another transaction is
     /// inserting now (a run frozen inside its claim, a commit stuck on a standby), run again in
     /// halves, each waiting less, until only that message is left: it alone is answered held by
-    /// another run, the others are claimed.
+    /// another run, the others are claimed (within `SPLIT_BUDGET`: the parts not tried by then
+    /// are answered held by another run too).
     async fn claim_around_busy_rows(&mut self, claims: &[Claim]) -> Result<Answer> {
         let mut answers: Vec<Option<Claimed>> = vec![None; claims.len()];
         let mut parts = vec![(0, claims.len(), CLAIM_LOCK_WAIT)];
+        let began = std::time::Instant::now();
         while let Some((start, end, wait)) = parts.pop() {
+            if wait == BUSY_LOCK_WAIT && began.elapsed() >= SPLIT_BUDGET {
+                // Left unanswered: held by another run (below), claimed again in a moment.
+                continue;
+            }
             let Some(part) = claims.get(start..end) else {
                 continue;
             };
@@ -1144,6 +1150,11 @@ fn taken_over(name: &str) -> Error {
 /// its halves wait less.
 const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(2);
 const BUSY_LOCK_WAIT: Duration = Duration::from_millis(200);
+/// How long a claim goes on splitting around busy rows: the parts not tried by then are
+/// answered held by another run (the engine waits for them, and claims them again in a
+/// moment). A run frozen inside a claim of many rows another run also claims would otherwise
+/// cost that run a wait per busy row, and its journal would be taken for hung (`MIN_PATIENCE`).
+const SPLIT_BUDGET: Duration = Duration::from_secs(3);
 
 /// The least a journal round trip is waited for before the connection is taken for lost.
 const MIN_PATIENCE: Duration = Duration::from_secs(10);
