@@ -31,7 +31,7 @@ mod sqlite;
 
 use futures::future::BoxFuture;
 
-pub use fence::{ClaimFence, Unfenced, SESSION_GRACE};
+pub use fence::{ClaimFence, Unfenced, SESSION_GRACE, STALE};
 pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;
 
