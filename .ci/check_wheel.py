@@ -21,6 +21,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 LIMIT = 8 * 1024 * 1024
 
@@ -48,6 +49,24 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def initial_exec_tls(elf: Any) -> dict[str, int]:
+    """Relocations of the initial-exec TLS model, by type. musl's loader refuses them in a library
+    loaded with dlopen ("initial-exec TLS resolves to dynamic definition"); glibc tolerates a few."""
+    from elftools.elf.enums import ENUM_RELOC_TYPE_AARCH64, ENUM_RELOC_TYPE_x64
+    from elftools.elf.relocation import RelocationSection
+
+    names = {"EM_X86_64": ENUM_RELOC_TYPE_x64, "EM_AARCH64": ENUM_RELOC_TYPE_AARCH64}
+    types = {number: name for name, number in names[elf["e_machine"]].items()}
+    found: dict[str, int] = {}
+    for section in elf.iter_sections():
+        if isinstance(section, RelocationSection):
+            for relocation in section.iter_relocations():
+                name = types.get(relocation["r_info_type"], "")
+                if re.search(r"(?<!D)TP(OFF|REL)", name):   # not DTPOFF/DTPREL (dynamic)
+                    found[name] = found.get(name, 0) + 1
+    return found
+
+
 def elf_report(data: bytes, musl: bool) -> str:
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
@@ -66,6 +85,10 @@ def elf_report(data: bytes, musl: bool) -> str:
                     match = re.fullmatch(r"GLIBC_(\d+(?:\.\d+)*)", aux.name)
                     if match:
                         glibc.append(tuple(int(p) for p in match.group(1).split(".")))
+    if musl:
+        initial_exec = initial_exec_tls(elf)
+        if initial_exec:
+            fail(f"initial-exec TLS relocations ({initial_exec}): musl refuses to dlopen the extension")
     allowed = MUSL_ALLOWED if musl else ELF_ALLOWED
     extra = sorted(set(needed) - allowed)
     if extra:
@@ -73,7 +96,7 @@ def elf_report(data: bytes, musl: bool) -> str:
     if musl:
         if glibc:
             fail(f"a musl extension asks for glibc symbol versions: {sorted(glibc)}")
-        return f"links {', '.join(needed)} (musl; no glibc symbol versions)"
+        return f"links {', '.join(needed)} (musl; no glibc symbol versions, no initial-exec TLS)"
     if not glibc:
         fail("no glibc symbol version found: not a glibc extension?")
     newest = max(glibc)
@@ -88,7 +111,7 @@ def pe_report(data: bytes) -> str:
         pyd.flush()
         dump = subprocess.run(["objdump", "-p", pyd.name], capture_output=True, text=True,
                               check=True).stdout
-    if not re.search(r"^architecture:\s+i386:x86-64", dump, re.MULTILINE):
+    if not re.search(r"file format pei-x86-64", dump):
         fail("the .pyd is not an x86-64 PE file")
     dlls = re.findall(r"DLL Name: (\S+)", dump)
     if "python3.dll" not in [d.lower() for d in dlls]:
@@ -96,7 +119,7 @@ def pe_report(data: bytes) -> str:
     extra = [d for d in dlls if not PE_ALLOWED.match(d)]
     if extra:
         fail(f"the .pyd imports DLLs a Windows machine may not have: {extra}")
-    return f"imports {', '.join(dlls)}"
+    return f"imports {', '.join(sorted({d.lower() for d in dlls}))}"
 
 
 def main() -> None:
