@@ -11,7 +11,7 @@ Each campaign is `send_many(messages, rate_limit=R, concurrency=64)` of distinct
 one sender, in a fresh sandbox (so that its busiest window is this campaign's); `pace="auto"`
 runs on a HIGH number (750/s) and a STANDARD one (60/s) of a seeded account. A campaign sends
 at most `--messages`, and at most `--seconds` of its pace. "Reached" is the ideal duration,
-(messages - 1) / pace, over the measured one: 100 % is exactly the pace. The target (issue 24):
+(messages - 1) / pace, over the measured one: 100 % is exactly the pace. The target:
 at least 99 % of the pace at every rate up to 5,000 a second, and no window above the pace;
 with `shared_limits`, the same within 2 %.
 

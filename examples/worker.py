@@ -10,9 +10,11 @@ a repeated key with the original result instead of sending again (the sandbox ho
   connection dropped after the request left) it raises, so the queue retries; the retry
   re-sends with the same key and so learns what happened instead of sending a second message.
 - ``send_campaign_shard(campaign_id, rows)`` sends one shard of a campaign with
-  ``send_many(campaign_id=...)``: each message's key is derived from the campaign id, its
-  position in the shard and its content, so a re-run shard (same rows, same order) re-sends with
-  the same keys. It raises while any message is in doubt, so the queue runs the shard again.
+  ``send_many(campaign_id=...)``: each message's key is derived from the campaign id and its
+  content (never its position), so a re-run shard re-sends with the same keys. It raises while
+  any message is in doubt, so the queue runs the shard again. (Without a journal, this is safe
+  only against a service that honours ``Idempotency-Key``: ``bizmsg.celery`` shards a campaign
+  over one shared journal instead.)
 
 With Celery, for example (the job id is your own notification id, not the queue's task id, so
 that a job enqueued twice is covered too)::
@@ -110,7 +112,7 @@ def send_campaign_shard(campaign_id: str, shard_rows: Sequence[Mapping[str, Any]
                         messaging: bizmsg.Client | None = None) -> bizmsg.BulkResult:
     """Sends one shard of campaign ``campaign_id``: rows with ``to``, ``from``, ``name``,
     ``parameters`` and ``language`` (what a query or a queue payload gives). Give the rows in
-    a stable order (``ORDER BY``): keys follow each row's position and content.
+    any order: keys follow each row's content, not its position.
 
     Rejected and invalid rows are outcomes, not errors (they would fail again). While a row is
     ``unknown`` or ``failed`` for want of the service, :class:`ShardIncomplete` is raised for

@@ -1,4 +1,4 @@
-"""pandas in and out of a campaign (issue 18): ``send_many(df)`` reads a DataFrame row by row,
+"""pandas in and out of a campaign: ``send_many(df)`` reads a DataFrame row by row,
 ``BulkResult.to_pandas()`` carries the message's own columns so it joins back to its input,
 and a ``BulkResult`` is indexed and sliced like a sequence of its outcomes."""
 

@@ -443,7 +443,7 @@ def test_progress_without_tqdm_shows_a_plain_line(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without tqdm, ``progress=True`` works out of the box (issue 24, item 7: it raised
+    """Without tqdm, ``progress=True`` works out of the box (it raised
     ImportError, and a notebook cell blocked silently): a plain line on stderr, ended with the
     campaign, for sync and async, with and without a length."""
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
@@ -1462,7 +1462,7 @@ def test_a_campaign_in_one_process_fails_up_front_what_it_knows_is_past_the_tier
 def test_plans_estimate_is_what_the_campaign_takes_at_its_pace(
     sandbox: Sandbox, client: bizmsg.Client, sender: Number
 ) -> None:
-    """``plan()`` tells the truth about time (issue 24, item 3): 600 messages at 200 a second
+    """``plan()`` tells the truth about time: 600 messages at 200 a second
     are planned at 2.99 s (599 periods), and the campaign takes that, never less (a campaign
     never outruns its pace) and not much more (the shape only: a loaded machine is slower)."""
     rows = messages(sender.digits, 600)

@@ -200,7 +200,7 @@ def test_standalone_sandbox_stops_on_ctrl_c(sigint_handler: None) -> None:
 
 
 def test_standalone_sandbox_on_a_taken_port_is_a_configuration_error() -> None:
-    # Regression (issue 18): it exited 1, where the documented status of a configuration
+    # Regression: it exited 1, where the documented status of a configuration
     # error is 2.
     with Sandbox() as taken:
         done = run("sandbox", "--port", str(taken.port), timeout=30)
@@ -539,7 +539,7 @@ def test_exit_statuses(case: str, sandbox: Sandbox, sender: Number,
 def test_a_token_the_service_refuses_is_a_configuration_error(
     sandbox: Sandbox, sender: Number, args: tuple[str, ...]
 ) -> None:
-    """Regression (issue 18): a wrong token exited 1 ("API error") here, and 3 with --file;
+    """Regression: a wrong token exited 1 ("API error") here, and 3 with --file;
     the documented status of a configuration error is 2, and every command agrees."""
     if args[0] == "send":
         args = (*args, "--from", sender.display)

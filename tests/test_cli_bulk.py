@@ -316,7 +316,7 @@ def test_bad_rows_are_failed_results_and_exit_3(sandbox: Sandbox, sender: Number
 
 def test_an_unclosed_quote_or_a_short_row_is_never_sent(sandbox: Sandbox, sender: Number,
                                                         tmp_path: Path) -> None:
-    """Regression (issue 18): an unclosed quote made the csv module read on into the rows
+    """Regression: an unclosed quote made the csv module read on into the rows
     below: with the quote in the last column, the next rows were swallowed into that
     message's parameters and **sent** with it; elsewhere, and for a row with fewer cells than
     the header, the row was reported with a misleading "invalid template.language: is
@@ -464,7 +464,7 @@ def test_stop_on_error_stops_at_the_first_message_not_sent(sandbox: Sandbox, sen
 def test_a_token_the_service_refuses_stops_at_once_with_one_line(sandbox: Sandbox,
                                                                  sender: Number,
                                                                  tmp_path: Path) -> None:
-    """Regression (issue 18): a wrong token printed 20 identical AuthenticationError lines,
+    """Regression: a wrong token printed 20 identical AuthenticationError lines,
     then "512 messages ... failed 64, skipped 448", and exited 3 ("some rows rejected")."""
     messages = write_csv(tmp_path / "m.csv", CSV_HEADER, csv_rows(sender.display, 512))
     for extra in ([], ["--results", str(tmp_path / "r.csv")]):
@@ -742,7 +742,7 @@ def journal_rows(journal: Path) -> dict[str, str]:
 def test_sigterm_stops_gracefully_like_ctrl_c_and_a_rerun_has_no_false_unknowns(
     sandbox: Sandbox, sender: Number, tmp_path: Path
 ) -> None:
-    """Regression (issue 18): ``kill -TERM`` (systemd, Docker, Kubernetes, ``timeout``) ended
+    """Regression: ``kill -TERM`` (systemd, Docker, Kubernetes, ``timeout``) ended
     the command at once with no summary; its results lacked rows the journal recorded as
     sent, and the re-run listed messages ``unknown`` that had never left. It now does what
     the first Ctrl-C does, and exits 143."""
@@ -928,7 +928,7 @@ def test_a_progress_bar_on_a_terminal(sandbox: Sandbox, sender: Number, tmp_path
 
 
 def test_warnings_during_a_campaign_go_through_the_progress_bar(tmp_path: Path) -> None:
-    """Regression (issue 18): a warning was printed where the cursor was, inside the bar
+    """Regression: a warning was printed where the cursor was, inside the bar
     (``…sent=942]bizmsg: warning: …``). Each goes through tqdm, which clears the bar, writes
     the line and draws the bar again: what is left of a line once the terminal has handled
     its carriage returns is the warning alone."""

@@ -609,7 +609,7 @@ def test_header_values_with_tabs_or_outer_whitespace_are_refused(value: str) -> 
 @pytest.mark.parametrize("name", ["Upgrade", "Expect", "TE", "Trailer", "Keep-Alive",
                                   "Proxy-Authorization", "Proxy-Connection"])
 def test_headers_that_change_the_exchange_cannot_be_set(name: str) -> None:
-    """Issue 17, item 8: a header asking for another exchange than one request and its answer
+    """A header asking for another exchange than one request and its answer
     (a protocol switch, an interim answer, trailers) belongs to the HTTP client."""
     with pytest.raises(bizmsg.ConfigurationError, match="HTTP client owns"):
         bizmsg.Client("t", base_url="https://api.example.com", default_headers={name: "x"})
@@ -621,7 +621,7 @@ def test_headers_that_change_the_exchange_cannot_be_set(name: str) -> None:
 def test_the_direct_transport_forced_with_a_proxy_uses_it_or_refuses_it(
     monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
 ) -> None:
-    """Issue 17, item 8: ``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word.
+    """``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word.
     The direct transport now speaks to http:// and https:// proxies (the dead ones here are
     what the call meets); SOCKS, which neither transport speaks, is refused."""
     monkeypatch.setenv("BIZMSG_TRANSPORT", "direct")

@@ -1,5 +1,5 @@
 """Every Python code block of the README and of docs/ type-checks under ``pyright --strict``, and
-every block that can run on its own runs, against a sandbox (issue 18: the README's quickstart
+every block that can run on its own runs, against a sandbox (the README's quickstart once
 failed pyright --strict on ``result.meta.request_id``).
 
 A block runs on its own unless the Markdown says otherwise, in an HTML comment (invisible on

@@ -194,7 +194,7 @@ def test_sandbox_404_for_a_base_url_with_a_wrong_prefix(sandbox: Sandbox) -> Non
 
 
 def test_a_base_url_ending_in_v1_is_told_that_bizmsg_adds_it(sandbox: Sandbox) -> None:
-    """The most common 404 from a working service: /v1 given twice (issue 24, item 7)."""
+    """The most common 404 from a working service: /v1 given twice."""
     with bizmsg.Client(sandbox.token, base_url=sandbox.base_url + "/v1") as client:
         with pytest.raises(bizmsg.NotFoundError) as caught:
             client.business_accounts.list()

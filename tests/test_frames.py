@@ -1,5 +1,5 @@
 """pandas conversion: ``Page.to_pandas()``, ``bizmsg.to_pandas()`` and the generic helpers of
-``bizmsg._frames``. Real pages from the sandbox or models decoded with ``from_dict``."""
+``bizmsg._dataframes``. Real pages from the sandbox or models decoded with ``from_dict``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import bizmsg
-from bizmsg import _frames
+from bizmsg import _dataframes
 from bizmsg.testing import Sandbox
 from conftest import number_wire
 
@@ -143,7 +143,7 @@ def test_to_records_stays_dicts_keyed_by_field_name(client: bizmsg.Client) -> No
     records = page.to_records()
     assert [list(r) for r in records] == [[f.name for f in dataclasses.fields(a)] for a in page]
     nested = records[0]["business_phone_numbers"]
-    assert nested == [_frames.record(n) for n in page.data[0].business_phone_numbers]
+    assert nested == [_dataframes.record(n) for n in page.data[0].business_phone_numbers]
     assert all(type(r) is dict for r in nested)
     assert isinstance(records[0]["create_time"], datetime)
 
@@ -240,14 +240,14 @@ def test_any_dataclass_gets_utc_timestamp_columns() -> None:
         Outcome("2", False, None, 3),
         Outcome("3", True, datetime(2024, 3, 5, 2, 15, 30), 1),  # naive: taken as UTC
     ]
-    frame = _frames.models_to_frame(outcomes)
+    frame = _dataframes.models_to_frame(outcomes)
     assert list(frame.columns) == ["to", "ok", "sent_at", "attempts"]
     assert str(frame["sent_at"].dtype) == UTC_NS
     assert frame["sent_at"][0] == frame["sent_at"][2] == utc(2024, 3, 5, 2, 15, 30)
     assert pd.isna(frame["sent_at"][1])
     assert str(frame["ok"].dtype) == "bool" and str(frame["attempts"].dtype) == "int64"
     # Still a timestamp column when every value is missing (known from the annotation).
-    assert str(_frames.models_to_frame([outcomes[1]])["sent_at"].dtype) == UTC_NS
+    assert str(_dataframes.models_to_frame([outcomes[1]])["sent_at"].dtype) == UTC_NS
 
 
 def test_records_to_frame() -> None:
@@ -256,7 +256,7 @@ def test_records_to_frame() -> None:
         {"to": "2", "when": None, "error": "rejected"},  # a column that appears later
         {"to": "3", "declared": None},
     ]
-    frame = _frames.records_to_frame(iter(records), datetime_columns=["declared"])
+    frame = _dataframes.records_to_frame(iter(records), datetime_columns=["declared"])
     assert list(frame.columns) == ["to", "when", "error", "declared"]
     assert str(frame["when"].dtype) == UTC_NS  # found from its values
     assert str(frame["declared"].dtype) == UTC_NS  # named
@@ -266,12 +266,12 @@ def test_records_to_frame() -> None:
 
 def test_records_to_frame_with_fixed_columns() -> None:
     columns = ["index", "status", "sent_at"]
-    empty = _frames.records_to_frame([], columns=columns, datetime_columns=["sent_at"])
+    empty = _dataframes.records_to_frame([], columns=columns, datetime_columns=["sent_at"])
     assert list(empty.columns) == columns and len(empty) == 0
     assert str(empty["sent_at"].dtype) == UTC_NS
     rows = [{"status": "sent", "index": 0, "extra": 1, "sent_at": None},
             {"index": 1, "status": "failed"}]
-    frame = _frames.records_to_frame(rows, columns=columns, datetime_columns=["sent_at"])
+    frame = _dataframes.records_to_frame(rows, columns=columns, datetime_columns=["sent_at"])
     assert list(frame.columns) == columns
     assert list(frame["index"]) == [0, 1] and list(frame["status"]) == ["sent", "failed"]
     assert frame["sent_at"].isna().all() and str(frame["sent_at"].dtype) == UTC_NS

@@ -1,4 +1,4 @@
-"""The hostile-server suite (issue 17): crafted answers from a raw-socket server of our own
+"""The hostile-server suite: crafted answers from a raw-socket server of our own
 (``hostile_server.py``), run through the direct transport, bizmsg's own HTTP/1.1 codec and the
 one reader of HTTP/1.1 answers, on a send and on a listing, sync and, where the runtime matters
 (the pool, the reactor, timeouts), async too; every run is held to one expected judgment.
@@ -15,7 +15,7 @@ cause of a ``SendOutcomeUnknownError``); how many requests the server received f
 retried); whether the connection that carried the crafted answer was used again (the request
 after it came on it) or dropped; and that the next call on the same client gets its own answer.
 
-The rule for an answer that cannot be trusted (docs/errors.md, issue 17): a send so answered is
+The rule for an answer that cannot be trusted (docs/errors.md): a send so answered is
 a ``SendOutcomeUnknownError`` and is not retried (the request was written: the service may have
 processed it), a listing is retried (and gets its own answer), and the connection is dropped.
 A case today's code judges otherwise is marked ``xfail(strict=True)`` with the issue's item,
@@ -266,7 +266,7 @@ def chunked_answer(version: str = "HTTP/1.1", head: Sequence[str] = (), **coding
 
 
 CHUNKED_HEAD = http("200 OK", headers=["Transfer-Encoding: chunked"], length=False)
-#: A chunk of one byte with ~1 KB of chunk extension (issue 17 item 5's reproduction).
+#: A chunk of one byte with ~1 KB of chunk extension (how an unbounded chunk extension was shown).
 EXTENDED_CHUNK = b"1;" + b"e" * 996 + b"\r\n \r\n"
 ENDLESS = {"timeout": bizmsg.Timeout(connect=2.0, read=1.0, total=3.0)}
 
@@ -325,7 +325,7 @@ CASES: list[Case] = [
            async_idle=0.0 if at_once else 0.02, modes=BOTH_MODES)
       for name, op, end, rounds, at_once, racy in IDLE_CLOSES],
 
-    # -- Item 1: an unsolicited extra answer after each answer, reaching the client once its
+    # -- An unsolicited extra answer after each answer, reaching the client once its
     # call has returned, and the next call at once (async: 20 ms later); or the next call after
     # 1 s idle. On a send and on a listing. The next call must get its own answer, on a new
     # connection.
@@ -346,19 +346,19 @@ CASES: list[Case] = [
          Expect("success", 1, connection="dropped"), [], [],
          repeat=True, rounds=8, idle=0.005, async_idle=0.02, modes=BOTH_MODES),
 
-    # -- Item 3: statuses outside 100-599 are no answer.
+    # -- Statuses outside 100-599 are no answer.
     *untrusted("status-099", Send(with_status("099 OK")),
                modes=BOTH_MODES),
     *untrusted("status-000", Send(with_status("000 OK"))),
     *untrusted("status-600", Send(with_status("600 Odd"))),
     *untrusted("status-1000", Send(with_status("1000 OK"))),
 
-    # -- Item 4: 101 Switching Protocols, which no request asked for.
+    # -- 101 Switching Protocols, which no request asked for.
     *untrusted("101-switching-protocols", Send(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
                modes=BOTH_MODES),
 
-    # -- Item 5: chunk extensions and trailers are capped (hyper: 16 KiB per body), and the
+    # -- Chunk extensions and trailers are capped (hyper: 16 KiB per body), and the
     # cap stops an endless answer fast, counting bytes on the wire.
     *untrusted("chunk-extensions-endless", Flood(CHUNKED_HEAD, EXTENDED_CHUNK * 64),
                options=ENDLESS, max_written=FLOOD_BOUND,
@@ -383,7 +383,7 @@ CASES: list[Case] = [
     *untrusted("interim-17", Send(body_of(
         lambda body: b"HTTP/1.1 100 Continue\r\n\r\n" * 17 + http("200 OK", body)))),
 
-    # -- Item 6: a listing answered 200 with something that is not a page (typed and raw).
+    # -- A listing answered 200 with something that is not a page (typed and raw).
     *[Case(f"not-a-page-{name}", op, [script(Send(http("200 OK", body)))],
            Expect("DecodeError", 1, connection="reused"), wrong)
       for name, body, wrong in [
@@ -395,7 +395,7 @@ CASES: list[Case] = [
           ("html", b"<html>hello</html>", []),
       ] for op in ("list", "raw")],
 
-    # -- Item 8: an HTTP/1.0 answer with Transfer-Encoding has faulty framing (RFC 9112 6.1).
+    # -- An HTTP/1.0 answer with Transfer-Encoding has faulty framing (RFC 9112 6.1).
     *untrusted("http10-chunked", Send(chunked_answer(version="HTTP/1.0"))),
 
     # -- Heads and framings that cannot be read.

@@ -1,5 +1,4 @@
-"""Take-overs of a campaign's journal that must never send a message twice (issue 23, points 1
-to 3): a run that finishes what another run left (``resend_unknown=True``) against the SQLite
+"""Take-overs of a campaign's journal that must never send a message twice: a run that finishes what another run left (``resend_unknown=True``) against the SQLite
 journal (one file, processes of one host) and the PostgreSQL journal, each run in an OS process
 of its own (``shared_child.py``), with real faults: SIGKILL, SIGSTOP/SIGCONT, and
 ``pg_terminate_backend``.
@@ -7,7 +6,8 @@ of its own (``shared_child.py``), with real faults: SIGKILL, SIGSTOP/SIGCONT, an
 - **The journal's key** (point 1): a message lost to a dead run's claim, then taken over on the
   "claim again" path, goes out with the key its journal row holds, not the taking run's own.
 - **Fencing** (point 2): a run frozen past its lease, or whose PostgreSQL session was ended,
-  while another run took its claims over, sends none of them once it goes on.
+  while another run took its claims over, sends none of them once it goes on; and a run that
+  meets a live run's claims waits for them, so a holder frozen and fenced loses none.
 - **Liveness by the holder's own lease** (point 3): a run with a short lease does not take over
   a live run on the default lease.
 
@@ -289,6 +289,98 @@ def test_a_run_frozen_past_its_lease_sends_none_of_the_claims_a_taker_took_over(
     assert a_record.get("error") or a_record.get("stop_reason"), shown(figures)
 
 
+# -- 2. fencing: a frozen holder's claims are waited for, never lost ------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_run_that_meets_a_live_runs_claims_waits_and_takes_them_over_when_it_freezes(
+        kind: str, request: pytest.FixtureRequest, children: Children, tmp_path: Path) -> None:
+    """Run A (``rate_limit=5``, ``lease=3``) claims the 40 messages of a campaign, sends a few
+    and is frozen (SIGSTOP) between two sends. Run B (``resend_unknown=True``, ``lease=3``)
+    starts at once, while A still counts as alive: A's claims are A's to send, so B waits for
+    them; once A is past its lease B takes them over and sends them. A is then continued, and
+    sends nothing more (its fence). Against a sandbox that does not honour
+    ``Idempotency-Key``: every recipient is reached exactly once, and B accounts for every
+    message (sent by it, or already sent by A). Before the fix: B reported A's messages
+    "being sent by another run" and finished at once; A, continued, was fenced and sent none
+    of them either: every message A had claimed and not sent was sent by nobody."""
+    campaign = f"wait-{kind}"
+    journal = journal_of(kind, campaign, request, tmp_path)
+    every = rows(SENDERS[0], N)
+    with Sandbox(seed_data=seed_data(), honour_idempotency_keys=False) as sandbox:
+        a = children.start("a", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
+                                     campaign_id=campaign, rate_limit=5, lease=LEASE), every)
+        b = children.start("b", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
+                                     campaign_id=campaign, resend_unknown=True, lease=LEASE),
+                           every)
+        with continued_at_the_end(a, b):
+            a.wait_ready()
+            b.wait_ready()
+            a.go()
+            wait_for(lambda: sandbox.stats()["accepted"] >= 2, "A's first messages")
+            sent_by_a = freeze_between_sends(a, sandbox, journal)
+            b.go()
+            b_record = b.result(timeout=60)
+            after_b = counts(sandbox)
+            os.kill(a.pid, signal.SIGCONT)
+            a_record = a.result(timeout=45)
+        figures = counts(sandbox)
+        per_recipient = Counter(r["body"]["to"] for r in sandbox.sent_messages() if accepted(r))
+    b_outcomes = b_record.get("outcomes", [])
+    unaccounted = [o for o in b_outcomes
+                   if not (o[1] == "sent" or (o[1] == "skipped" and (o[3] or "").startswith(
+                       "already sent")))]
+    figures.update({"a_sent_before_freeze": sent_by_a, "after_b": after_b,
+                    "b_counts": b_record.get("counts"), "b_error": b_record.get("error"),
+                    "a_counts": a_record.get("counts"), "a_error": a_record.get("error"),
+                    "b_unaccounted": unaccounted[:3],
+                    "never_reached": sorted(row["to"] for row in every
+                                            if row["to"] not in per_recipient)})
+    # B waited for A's claims and sent every message A had not: none is left unsent.
+    assert after_b["accepted"] == N and after_b["repeated_recipients"] == 0, shown(figures)
+    assert b_record.get("counts", {}).get("sent") == N - sent_by_a, shown(figures)
+    assert len(b_outcomes) == N and not unaccounted, shown(figures)
+    # A, continued, sent nothing more, and says it stopped.
+    assert figures["sends"] == after_b["sends"] and figures["repeated_recipients"] == 0, (
+        shown(figures))
+    assert a_record.get("error") or a_record.get("stop_reason"), shown(figures)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_run_frozen_past_its_lease_that_nobody_took_over_sends_its_claims_when_it_resumes(
+        kind: str, request: pytest.FixtureRequest, children: Children, tmp_path: Path) -> None:
+    """Run A (``rate_limit=5``, ``lease=3``) claims the 40 messages of a campaign, sends a few,
+    and is frozen (SIGSTOP) between two sends for twice its lease. No other run takes its
+    claims over. Continued, A asks its journal whether it was taken over, learns it was not,
+    and sends the rest: all 40 reached, once each, and A ends without an error. Before the
+    fix: A took itself for lost after 1.25 leases without a confirmation, sent none of the
+    rest and reported them "this run no longer holds its claims" (a hostile review's loss:
+    the runs that met A's claims had given up waiting, so nobody sent them)."""
+    campaign = f"resume-{kind}"
+    journal = journal_of(kind, campaign, request, tmp_path)
+    every = rows(SENDERS[0], N)
+    with Sandbox(seed_data=seed_data(), honour_idempotency_keys=False) as sandbox:
+        a = children.start("a", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
+                                     campaign_id=campaign, rate_limit=5, lease=LEASE), every)
+        with continued_at_the_end(a):
+            a.wait_ready()
+            a.go()
+            wait_for(lambda: sandbox.stats()["accepted"] >= 2, "A's first messages")
+            sent_by_a = freeze_between_sends(a, sandbox, journal)
+            time.sleep(2 * LEASE)
+            os.kill(a.pid, signal.SIGCONT)
+            a_record = a.result(timeout=45)
+        figures = counts(sandbox)
+    figures.update({"a_sent_before_freeze": sent_by_a, "a_counts": a_record.get("counts"),
+                    "a_error": a_record.get("error"),
+                    "a_stop_reason": a_record.get("stop_reason")})
+    assert figures["accepted"] == N and figures["repeated_recipients"] == 0, shown(figures)
+    assert a_record.get("counts", {}).get("sent") == N, shown(figures)
+    assert not a_record.get("error") and not a_record.get("stop_reason"), shown(figures)
+
+
 # -- 2. fencing: a run whose PostgreSQL session was ended ----------------------------------------
 
 
@@ -378,7 +470,8 @@ def test_a_run_with_a_short_lease_does_not_take_over_a_live_run_on_the_default_l
     6.7 s (``rate_limit=0.15``): it claimed all 40 at its start. 4 s after its first message
     was recorded (longer than B's lease, far shorter than A's), run B (``lease=3``,
     ``resend_unknown=True``) runs the same campaign: A's claims are held by a live run, so B
-    reports them skipped, held by another run, and sends none. A goes on and sends its next
+    waits for them its patience (about 10 s on its lease), then reports them skipped, held by
+    another run, and sends none. A goes on and sends its next
     message. Against a sandbox that does not honour ``Idempotency-Key``, no recipient is
     reached twice. Before the fix: B judged A's liveness by B's own lease, took all A's claims
     over and sent them, and A's next message reached its recipient a second time."""
@@ -415,9 +508,11 @@ def test_a_run_with_a_short_lease_does_not_take_over_a_live_run_on_the_default_l
         per_recipient = Counter(r["body"]["to"] for r in sandbox.sent_messages() if accepted(r))
     b_outcomes = {o[0]: o for o in b_record.get("outcomes", [])}
     held = [row["to"] for row in every if row["to"] not in went_out]
+    # Skipped: held by A when B gave up waiting, or sent by A meanwhile (A's result).
     not_skipped = {to: b_outcomes.get(to) for to in held
                    if b_outcomes.get(to) is None or b_outcomes[to][1] != "skipped"
-                   or "another run" not in (b_outcomes[to][3] or "")}
+                   or not ("another run" in (b_outcomes[to][3] or "")
+                           or (b_outcomes[to][3] or "").startswith("already sent"))}
     figures.update({"a_sent_before_b": sorted(went_out), "after_b": after_b,
                     "b_counts": b_record.get("counts"), "b_error": b_record.get("error"),
                     "twice": sorted(to for to, n in per_recipient.items() if n > 1),
@@ -425,5 +520,5 @@ def test_a_run_with_a_short_lease_does_not_take_over_a_live_run_on_the_default_l
     # No recipient twice: B did not take over the live run's claims.
     assert figures["repeated_recipients"] == 0, shown(figures)
     assert b_record.get("counts", {}).get("sent") == 0, shown(figures)
-    # B says why: each message A held is skipped, held by another run.
+    # B says why: each message A held is skipped, held by another run (or sent by it).
     assert not not_skipped, shown({**figures, "b_outcomes": dict(list(not_skipped.items())[:3])})

@@ -1,4 +1,4 @@
-"""In a Jupyter kernel (issue 18): a sync call a cell makes logs no blocked-loop WARNING (the
+"""In a Jupyter kernel: a sync call a cell makes logs no blocked-loop WARNING (the
 kernel's loop is idle while a cell runs; the docs use the sync ``Client`` in notebooks), while
 a sync call from a task of one's own on that loop still does; and a campaign's warnings are
 seen once: in the displayed result, or, when the result is not displayed, logged as the cell

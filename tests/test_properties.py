@@ -608,7 +608,7 @@ _MISSING = object()
     st.none(), st.just(_MISSING),
 ))
 def test_a_page_with_unusable_data_is_a_decode_error(wire: dict[str, Any], bad: Any) -> None:
-    # Null or missing data is not a page either (issue 17, item 6: read as an empty page, it
+    # Null or missing data is not a page either (read as an empty page, it
     # would end a listing early without a word).
     if bad is _MISSING:
         del wire["data"]

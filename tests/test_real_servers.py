@@ -1,4 +1,4 @@
-"""The transports against real servers (issue 17, "Tests that stay"): the keep-alive race.
+"""The transports against real servers: the keep-alive race.
 
 nginx (TLS, ``keepalive_timeout 1s``) and HAProxy (plain HTTP, ``timeout http-keep-alive
 500ms``) stand in front of a sandbox, and Squid between the client and it; each speaks HTTP/1.1
@@ -66,8 +66,8 @@ RACE_SENDS = int(os.environ.get("BIZMSG_RACE_SENDS", "2000"))
 IN_FLIGHT = 64
 BURST = 128
 #: At most this many SendOutcomeUnknownError in a run of up to 12,800 sends, per transport
-#: and server. The default transport (direct, through Squid too): issue 17 asked for 10x fewer than the 89 via nginx
-#: and 56 via HAProxy it measured. Not scaled down for shorter runs: what remains is the cost
+#: and server. The default transport (direct, through Squid too): the aim was 10x fewer than the 89 via nginx
+#: and 56 via HAProxy measured before the transports learned idle limits. Not scaled down for shorter runs: what remains is the cost
 #: of learning the server's idle limit (the bursts before its first close is seen), which does
 #: not shrink with the run. Squid checks its idle timeouts once a second and then closes every
 #: connection past its limit at once: if that tick falls as a burst takes its connections,
@@ -327,7 +327,7 @@ async def test_keepalive_race_never_misattributes_and_reports_unknowns(
 
 def test_the_judge_catches_an_answer_given_to_the_wrong_request() -> None:
     """The check above can fail: two real sends whose answers are swapped, as a connection
-    knocked out of step would return them (issue 17, item 1), are caught."""
+    knocked out of step would return them, are caught."""
     with Sandbox() as sandbox, sandbox.client() as client:
         number = client.business_phone_numbers.list().data[0]
         sender = "".join(c for c in number.display_phone_number or "" if c.isdigit())
@@ -345,7 +345,7 @@ def test_the_judge_catches_an_answer_given_to_the_wrong_request() -> None:
 @pytest.mark.timeout(_TIMEOUT)
 async def test_http2_refusals_are_sent_again_at_once_outside_the_retry_budget(
         stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 17, item 7: nginx ends each h2 connection after 50 streams with a graceful GOAWAY;
+    """nginx ends each h2 connection after 50 streams with a graceful GOAWAY;
     the streams it refuses were provably not processed. 64 sends in flight at a time, no retry
     allowed (``max_retries=0``): every send goes, none is retried through the retry budget (no
     ``on_retry``), none is unknown, and each message is committed once."""

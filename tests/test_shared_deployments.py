@@ -1,4 +1,4 @@
-"""What real deployments put between bizmsg and its shared state (issue 23, points 6 to 8): a
+"""What real deployments put between bizmsg and its shared state: a
 connection pooler in front of the PostgreSQL journal, a Redis that evicts keys or loses them,
 a host whose clock is off. Each against the real server (PgBouncer, Redis), judged by what the
 sandbox received and what the store holds.
@@ -106,7 +106,7 @@ def test_single_sends_count_against_the_tier_a_campaign_then_keeps(
 
 
 def test_a_journal_that_cannot_be_reached_says_why() -> None:
-    """A PostgreSQL that refuses the connection is named with why (issue 24, item 7: the error
+    """A PostgreSQL that refuses the connection is named with why (the error
     said only "error connecting to server")."""
     with Sandbox(seed_data=seed_data()) as sandbox, sandbox.client() as client:
         with pytest.raises(bizmsg.SharedStateError) as caught:

@@ -162,8 +162,9 @@ def test_two_runs_of_one_campaign_at_once_request_each_message_once(
     processes at the same moment, as a job queue's redelivery while the first worker is alive,
     against a sandbox that does **not** honour ``Idempotency-Key`` (a repeated key is a new
     message). With the shared journal, or one SQLite file on one host: each message is
-    requested exactly once; the run that lost a message's claim reports it ``skipped``. With
-    no journal (the proof that the test can fail): sent twice."""
+    requested exactly once; the run that lost a message's claim waits for the run that holds
+    it and reports it ``skipped`` with that run's result ("already sent"), never as a message
+    nobody accounts for. With no journal (the proof that the test can fail): sent twice."""
     every = rows(SENDERS[0], 1000)
     options: dict[str, Any] = {"campaign_id": "twice"}
     if journal == "postgresql":
@@ -192,7 +193,8 @@ def test_two_runs_of_one_campaign_at_once_request_each_message_once(
     assert sum(sent) == len(every) and all(n > 0 for n in sent), sent
     assert sum(r["counts"]["skipped"] for r in records) == len(every)
     assert all(r["counts"]["unknown"] == r["counts"]["failed"] == 0 for r in records)
-    assert any(reason.startswith("being sent by another run") for reason in reasons), reasons
+    # A message the other run held is waited for: its outcome is that run's result.
+    assert set(reasons) == {"already sent by an earlier run"}, reasons
 
 
 @pytest.mark.parametrize("journal", ["postgresql", "sqlite"])
@@ -403,8 +405,8 @@ def test_the_postgres_password_is_never_shown(
 def test_the_readme_example_of_the_two_urls_runs_in_several_processes_at_once(
         redis_server: RedisServer, postgres_server: PostgresServer,
         start_sandbox_process: Callable[..., SandboxProcess], tmp_path: Path) -> None:
-    """The README's first example of "Campaigns across processes and machines" (the same in
-    docs/campaigns.md), as written but for its two URLs, which point at this test's Redis and
+    """The README's example of shared state (the same as docs/campaigns.md's first example of
+    "Across processes and machines"), as written but for its two URLs, which point at this test's Redis and
     PostgreSQL, started in three processes at once against the standalone sandbox with
     ``--enforce-limits``: 300 messages, each delivered once, none refused for throughput, as
     the README says."""

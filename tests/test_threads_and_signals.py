@@ -216,7 +216,7 @@ def test_ctrl_c_in_this_process_interrupts_a_send_and_the_client_still_works(
         assert time.monotonic() - started < 3
         notes = getattr(caught.value, "__notes__", [])
         assert any("Idempotency-Key" in n and "interrupted-send-key" in n for n in notes), notes
-        # For code, too (issue 24, item 7): the key as an attribute.
+        # For code, too: the key as an attribute.
         assert getattr(caught.value, "idempotency_key", None) == "interrupted-send-key"
         sandbox.delay = 0
         assert len(client.business_accounts.list(page_size=1)) == 1

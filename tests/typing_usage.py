@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import bizmsg
+from bizmsg.models import BasePage
 from bizmsg.testing import Fault, Sandbox
 
 
@@ -84,7 +85,7 @@ def sync_usage(sandbox: Sandbox) -> list[str]:
         result = client.messages.send(to="+86 138 0013 8000", from_=sender, template=template)
         ok: bool = result.ok
         sms_id: str | int | None = result.sms_id
-        # A result a call returned always has its call's metadata (issue 18: the README's
+        # A result a call returned always has its call's metadata (the README's
         # `result.meta.request_id` failed pyright --strict).
         meta: bizmsg.ResponseMeta = result.meta
         key: str | None = meta.idempotency_key
@@ -171,7 +172,7 @@ async def async_usage(sandbox: Sandbox) -> list[str]:
     async with bizmsg.AsyncClient(async_token_provider, base_url=sandbox.base_url) as refreshing:
         seen.append(str(len(await refreshing.business_accounts.list())))
     async with bizmsg.AsyncClient(sandbox.token, base_url=sandbox.base_url) as client:
-        page: bizmsg.Page[bizmsg.BusinessAccount] = await client.business_accounts.list()
+        page: bizmsg.AsyncPage[bizmsg.BusinessAccount] = await client.business_accounts.list()
         raw: dict[str, Any] = await client.business_phone_numbers.list(raw=True)
         seen.append(f"{len(page)} {len(raw['data'])}")
         numbers: AsyncIterator[bizmsg.BusinessPhoneNumber] = client.business_phone_numbers.iter(
@@ -180,9 +181,11 @@ async def async_usage(sandbox: Sandbox) -> list[str]:
         async for number in numbers:
             seen.append(number.phone_number_id)
         async for numbers_page in client.business_phone_numbers.iter_pages(page_size=4):
-            typed: bizmsg.Page[bizmsg.BusinessPhoneNumber] = numbers_page
-            seen.append(str(typed.current))
-        following: bizmsg.Page[bizmsg.BusinessAccount] | None = await page.next_page_async()
+            typed: bizmsg.AsyncPage[bizmsg.BusinessPhoneNumber] = numbers_page
+            # Either kind of page, where only its data and envelope matter.
+            either: BasePage[bizmsg.BusinessPhoneNumber] = typed
+            seen.append(str(either.current))
+        following: bizmsg.AsyncPage[bizmsg.BusinessAccount] | None = await page.next_page_async()
         seen.append(str(following))
         # A page of an AsyncClient pages with `await` (never blocking the loop).
         async_page: bizmsg.AsyncPage[bizmsg.BusinessAccount] = await client.business_accounts.list(

@@ -49,7 +49,7 @@ _RENDERED_MODULES = (
 )
 _RENDERED = (
     "bizmsg._pagination.Page", "bizmsg._model.ResponseMeta", "bizmsg._timeout.Timeout",
-    "bizmsg._native.SendOutcome", "bizmsg._frames.to_pandas", "bizmsg._logging.refresh_logging",
+    "bizmsg._native.SendOutcome", "bizmsg._pagination.to_pandas", "bizmsg._logging.refresh_logging",
 )
 
 

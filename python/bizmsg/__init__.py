@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import _logging
 from ._client import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRIES, AsyncClient, Client
 from ._native import SendOutcome, __version__
+from ._pagination import to_pandas
 from ._timeout import DEFAULT_TIMEOUT, Timeout
 from .errors import (
     APIError,
@@ -117,10 +118,9 @@ if TYPE_CHECKING:
         Message,
         SenderPlan,
     )
-    from ._frames import to_pandas
 
-# Campaigns and pandas are imported when first used, not by `import bizmsg` (which must stay
-# cheap: a CLI call or a serverless cold start pays for it).
+# Campaigns are imported when first used, not by `import bizmsg` (which must stay cheap: a CLI
+# call or a serverless cold start pays for it); pandas is imported when a frame is built.
 _LAZY = {
     "Message": "._campaign",
     "BulkResult": "._campaign",
@@ -128,7 +128,6 @@ _LAZY = {
     "CampaignPlan": "._campaign",
     "SenderPlan": "._campaign",
     "AccountPlan": "._campaign",
-    "to_pandas": "._frames",
 }
 
 

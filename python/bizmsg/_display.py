@@ -6,6 +6,10 @@ inline styles only (notebook renderers drop or scope ``<style>`` blocks), sets n
 (the theme's is used) and tints badges with semi-transparent backgrounds, so it reads in light
 and dark themes alike. Alignment, striping and fonts are left to the host, as for a DataFrame.
 Every text that comes from the service or the caller is escaped.
+
+It imports no other module of bizmsg (the models import it when they are displayed): what it
+shows of a model, the model says itself, in its class attributes ``_MAIN_COLUMNS`` (the
+columns shown first) and ``_WIRE_NAMES`` (its field table).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ._model import Model, as_list, received, wire_names
-from .models import BusinessAccount, BusinessPhoneNumber, Page, SendResult
+if TYPE_CHECKING:
+    from ._model import Model
+    from ._pagination import BasePage
 
 __all__ = ["model_html", "page_html", "error_html", "error_traceback", "format_time",
            "bulk_result_html", "plan_html"]
@@ -54,20 +59,6 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "sms_id": ("sms id", TEXT),
     "code": ("code", TEXT),
     "msg": ("msg", TEXT),
-}
-
-#: The columns a page shows first, per item type; the other fields go in a collapsed block.
-_MAIN: dict[type, tuple[str, ...]] = {
-    BusinessPhoneNumber: (
-        "phone_number_id", "display_phone_number", "verified_name", "status", "quality_rating",
-        "messaging_limit_tier", "create_time",
-    ),
-    # The numbers last: expanded in place, they widen only the last column.
-    BusinessAccount: (
-        "biz_account_id", "name", "status", "account_review_status",
-        "chat_business_manager_messaging_limit", "business_phone_numbers",
-    ),
-    SendResult: ("sms_id", "status", "code", "msg"),
 }
 
 #: The columns of the numbers nested in an account row (narrow: they sit in one cell).
@@ -127,7 +118,7 @@ def _time_cell(item: object, name: str, value: object, tag: str = "td", extra: s
     # The received text, as the service sent it, goes in the tooltip.
     wire = received(item)
     original: object = None
-    if wire is not None and isinstance(item, Model):
+    if wire is not None:
         original = wire.get(wire_names(type(item)).get(name, name))
     if isinstance(value, datetime):
         shown = format_time(value).replace(" ", "\u00a0")  # never wrapped at the space
@@ -198,18 +189,49 @@ def _field_names(item: object) -> list[str]:
 
 
 def _split(item: object) -> tuple[list[str], list[str]]:
+    """The columns a model shows first (its ``_MAIN_COLUMNS``, else all), and the others."""
     names = _field_names(item)
-    main = [n for n in _MAIN.get(type(item), tuple(names)) if n in names]
+    first: tuple[str, ...] = getattr(type(item), "_MAIN_COLUMNS", None) or tuple(names)
+    main = [n for n in first if n in names]
     return main, [n for n in names if n not in main]
+
+
+def as_list(value: object) -> list[Any] | None:
+    """``value`` if it is a list (of any items), else ``None``."""
+    # pyright sees list[Unknown] where mypy sees list[Any]; both mean "any items".
+    return value if isinstance(value, list) else None  # pyright: ignore[reportUnknownVariableType]
+
+
+def received(item: object) -> dict[str, Any] | None:
+    """The JSON object a model was decoded from (``None`` for one built by hand, or for
+    anything that is not a model)."""
+    to_dict = getattr(item, "to_dict", None)
+    if getattr(item, "_wire", None) is None or to_dict is None:
+        return None
+    wire: dict[str, Any] = to_dict()
+    return wire
+
+
+_WIRE_NAMES: dict[type, dict[str, str]] = {}
+
+
+def wire_names(cls: type) -> dict[str, str]:
+    """Field name to wire name (``sms_id`` -> ``smsId``) for the fields of a model class (its
+    ``_WIRE_NAMES`` table; none for anything else)."""
+    names = _WIRE_NAMES.get(cls)
+    if names is None:
+        names = _WIRE_NAMES[cls] = dict(getattr(cls, "_WIRE_NAMES", ()))
+    return names
 
 
 # --- one model -------------------------------------------------------------------------------
 
 
-def _send_result(item: Model) -> SendResult | None:
-    # A helper, so that `item` itself is not narrowed to SendResult[Unknown] (generic in its
-    # meta's type).
-    return cast("SendResult", item) if isinstance(item, SendResult) else None
+def _committed(item: object) -> bool | None:
+    """Whether a send result's commit succeeded (its ``ok``); ``None`` for other models."""
+    if not isinstance(getattr(type(item), "ok", None), property):
+        return None
+    return bool(getattr(item, "ok"))
 
 
 def model_html(item: Model) -> str:
@@ -219,9 +241,8 @@ def model_html(item: Model) -> str:
     main, rest = _split(item)
     name = type(item).__name__
     caption = _esc(name)
-    sent = _send_result(item)
-    if sent is not None:
-        ok = sent.ok
+    ok = _committed(item)
+    if ok is not None:
         caption += " " + _BADGE.format(_TINT["green" if ok else "red"],
                                        "committed" if ok else "not committed")
     rows = "".join(_card_row(item, n) for n in main)
@@ -281,13 +302,13 @@ def _short(text: str, limit: int = 200) -> str:
 # --- a page ----------------------------------------------------------------------------------
 
 
-def _caption(page: Page[Any], kind: str) -> str:
+def _caption(page: BasePage[Any], kind: str) -> str:
     where = f"page {page.current}" + (f" of {page.pages}" if page.pages is not None else "")
     count = f"{len(page.data)}" + (f" of {page.total}" if page.total is not None else "")
     return f"{kind} · {where} · {count} item{'s' if (page.total or len(page.data)) != 1 else ''}"
 
 
-def page_html(page: Page[Any]) -> str:
+def page_html(page: BasePage[Any]) -> str:
     """The items as a table of the columns that matter, the other fields in a collapsed
     table below (keyed by the item's id). All rows are shown; cells stay plain text except
     badges and timestamps."""

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, cast
 from . import _native
 from .errors import ValidationError
 
-__all__ = ["Model", "ResponseMeta", "as_list", "dumps", "received", "restore", "wire_names"]
+__all__ = ["Model", "ResponseMeta", "as_list", "dumps", "restore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,9 @@ class Model:
     _WIRE_NAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: The name the Rust decoder knows this model by.
     _KIND: ClassVar[str] = ""
+    #: The fields a display shows first (a notebook's card or table); the others are folded
+    #: away. Empty: every field, in order.
+    _MAIN_COLUMNS: ClassVar[tuple[str, ...]] = ()
 
     @property
     def meta(self) -> ResponseMeta | None:
@@ -130,22 +133,3 @@ def as_list(value: object) -> list[Any] | None:
     """``value`` if it is a list (of any items), else ``None``."""
     # pyright sees list[Unknown] where mypy sees list[Any]; both mean "any items".
     return value if isinstance(value, list) else None  # pyright: ignore[reportUnknownVariableType]
-
-
-def received(item: object) -> dict[str, Any] | None:
-    """The JSON object a model was decoded from (``None`` for one built by hand, or for
-    anything that is not a model)."""
-    if isinstance(item, Model) and getattr(item, "_wire", None) is not None:
-        return item.to_dict()
-    return None
-
-
-_WIRE_NAMES: dict[type, dict[str, str]] = {}
-
-
-def wire_names(cls: type[Model]) -> dict[str, str]:
-    """Field name to wire name (``sms_id`` -> ``smsId``) for the fields of ``cls``."""
-    names = _WIRE_NAMES.get(cls)
-    if names is None:
-        names = _WIRE_NAMES[cls] = dict(cls._WIRE_NAMES)
-    return names

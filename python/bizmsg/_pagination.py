@@ -13,8 +13,8 @@ The service pages with ``pageNo``/``pageSize`` and answers with ``total``, ``siz
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from . import _native
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._timeout import Timeout
     from .models import BusinessAccount, BusinessPhoneNumber
 
-__all__ = ["Page", "AsyncPage", "PageSource", "items_of", "items_of_async"]
+__all__ = ["BasePage", "Page", "AsyncPage", "PageSource", "items_of", "items_of_async", "to_pandas"]
 
 # Named, not imported: the item models import this module (bizmsg.models exports the pages).
 T = TypeVar("T", "BusinessAccount", "BusinessPhoneNumber")
@@ -104,10 +104,11 @@ class _Sourced(Model):
 
 
 @dataclass(frozen=True, slots=True)
-class Page(_Sourced, Generic[T]):
-    """One page of a listing: ``data`` and the envelope (``total``, ``size``, ``current``,
-    ``pages``). ``total`` and ``pages`` are ``None`` when the service leaves them out; ``size``
-    and ``current`` then fall back to what was requested. Iterating a page iterates ``data``."""
+class BasePage(_Sourced, Generic[T]):
+    """What :class:`Page` and :class:`AsyncPage` share: ``data`` and the envelope (``total``,
+    ``size``, ``current``, ``pages``). ``total`` and ``pages`` are ``None`` when the service
+    leaves them out; ``size`` and ``current`` then fall back to what was requested. Iterating a
+    page iterates ``data``. The two differ only in how they fetch the next page."""
 
     data: list[T]
     total: int | None
@@ -131,9 +132,9 @@ class Page(_Sourced, Generic[T]):
         return len(self.data)
 
     def __eq__(self, other: object) -> bool:
-        # A sync and an async client's pages of the same data are equal: AsyncPage differs only
-        # in how it fetches the next page, which is not part of the page's value.
-        if not isinstance(other, Page):
+        # A sync and an async client's pages of the same data are equal: they differ only in
+        # how they fetch the next page, which is not part of the page's value.
+        if not isinstance(other, BasePage):
             return NotImplemented
         return self._value() == other._value()
 
@@ -165,19 +166,6 @@ class Page(_Sourced, Generic[T]):
         return (restore, (type(self), self._wire_bytes(), None, (self.current, self.size),
                           kind))
 
-    def next_page(self) -> Page[T] | None:
-        """Fetches the page after this one with the client, page size and options that
-        fetched this one; ``None`` when this is the last page."""
-        if not self.has_next_page():
-            return None
-        return cast("Page[T]", self._page_source().page(self.current + 1))
-
-    async def next_page_async(self) -> Page[T] | None:
-        """Awaitable :meth:`next_page` (for pages of an :class:`~bizmsg.AsyncClient`, or any)."""
-        if not self.has_next_page():
-            return None
-        return cast("Page[T]", await self._page_source().page_async(self.current + 1))
-
     def _page_source(self) -> PageSource:
         source: PageSource | None = getattr(self, "_source", None)
         if source is None:
@@ -187,10 +175,15 @@ class Page(_Sourced, Generic[T]):
             )
         return source
 
+    def _next_page_no(self) -> int | None:
+        """The number of the page after this one, ``None`` after the last; checked before
+        anything is fetched, so a page that is the last never needs its source."""
+        return self.current + 1 if self.has_next_page() else None
+
     def to_records(self) -> list[dict[str, Any]]:
         """The items as plain dicts keyed by field name (nested phone numbers as dicts too);
         values as on the models (timestamps are ``datetime`` or ``None``)."""
-        from ._frames import record
+        from ._dataframes import record
 
         return [record(item) for item in self.data]
 
@@ -206,7 +199,7 @@ class Page(_Sourced, Generic[T]):
         keeps one row with those columns empty. For a page of numbers ``explode`` changes
         nothing. :func:`bizmsg.to_pandas` does the same for any iterable of models.
         """
-        from ._frames import models_to_frame
+        from ._dataframes import models_to_frame
 
         return models_to_frame(self.data, explode=explode, what="Page.to_pandas()")
 
@@ -217,22 +210,74 @@ class Page(_Sourced, Generic[T]):
         return page_html(self)
 
 
-# A subclass that adds no field: Page's dataclass methods (init, repr, eq, frozenness) serve it
-# as they are, so it is not made a dataclass again (which costs import time for nothing).
-class AsyncPage(Page[T]):
-    """A page fetched by an :class:`~bizmsg.AsyncClient`: a :class:`Page` whose
-    :meth:`next_page` is awaitable (``await page.next_page()``), so paging never blocks the
-    event loop. ``next_page_async`` is the same call."""
+# Page and AsyncPage add no field: BasePage's dataclass methods (init, repr, eq, frozenness)
+# serve them as they are, so they are not made dataclasses again (which costs import time for
+# nothing).
+class Page(BasePage[T]):
+    """One page of a listing from a :class:`~bizmsg.Client`: ``data`` and the envelope
+    (``total``, ``size``, ``current``, ``pages``). ``total`` and ``pages`` are ``None`` when
+    the service leaves them out; ``size`` and ``current`` then fall back to what was
+    requested. Iterating a page iterates ``data``; :meth:`next_page` fetches the next one."""
 
     __slots__ = ()
 
-    async def next_page(self) -> AsyncPage[T] | None:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+    def next_page(self) -> Page[T] | None:
         """Fetches the page after this one with the client, page size and options that
         fetched this one; ``None`` when this is the last page."""
-        if not self.has_next_page():
+        page_no = self._next_page_no()
+        if page_no is None:
             return None
-        return cast("AsyncPage[T]", await self._page_source().page_async(self.current + 1))
+        return cast("Page[T]", self._page_source().page(page_no))
+
+    async def next_page_async(self) -> AsyncPage[T] | None:
+        """Awaitable :meth:`next_page`: the next page fetched without blocking the event loop,
+        as an :class:`AsyncPage` (whose own ``next_page`` is awaitable)."""
+        page_no = self._next_page_no()
+        if page_no is None:
+            return None
+        return cast("AsyncPage[T]", await self._page_source().page_async(page_no))
+
+
+class AsyncPage(BasePage[T]):
+    """One page of a listing from an :class:`~bizmsg.AsyncClient`: the same as a
+    :class:`Page`, but its :meth:`next_page` is awaitable (``await page.next_page()``), so
+    paging never blocks the event loop. ``next_page_async`` is the same call."""
+
+    __slots__ = ()
+
+    async def next_page(self) -> AsyncPage[T] | None:
+        """Fetches the page after this one with the client, page size and options that
+        fetched this one; ``None`` when this is the last page."""
+        page_no = self._next_page_no()
+        if page_no is None:
+            return None
+        return cast("AsyncPage[T]", await self._page_source().page_async(page_no))
 
     async def next_page_async(self) -> AsyncPage[T] | None:
         """The same as :meth:`next_page`."""
         return await self.next_page()
+
+
+def to_pandas(items: Iterable[Any], *, explode: bool = False) -> Any:
+    """One ``pandas.DataFrame`` from any iterable of bizmsg models: a list, a :class:`Page`,
+    ``client.business_phone_numbers.iter(page_size=1000)`` (consumed lazily, page by page) or
+    ``iter_pages()`` (each page's items). Needs ``pip install 'bizmsg[pandas]'``.
+
+    Columns are the snake_case field names. Timestamps are ``datetime64[ns, UTC]`` columns
+    (``NaT`` where the service sent none or one that could not be parsed). Accounts give one
+    row each, with ``business_phone_numbers`` holding the **number** of their phone numbers
+    and ``phone_number_ids`` the list of their ids; with ``explode=True``, one row per
+    (account, number) instead, the number's fields prefixed ``number_`` (an account without
+    numbers keeps one row with those columns empty). ``explode`` changes nothing for items
+    without nested numbers. An empty iterable gives an empty DataFrame.
+
+    >>> frame = bizmsg.to_pandas(client.business_phone_numbers.iter(page_size=1000))
+    >>> frame.groupby("quality_rating").size()
+    """
+    if isinstance(items, (str, bytes, Mapping)):
+        raise TypeError("bizmsg.to_pandas() takes an iterable of bizmsg models")
+    if is_dataclass(items) and not isinstance(items, type) and not hasattr(items, "__iter__"):
+        items = [items]  # one model: one row (or its exploded rows)
+    from ._dataframes import models_to_frame
+
+    return models_to_frame(items, explode=explode, what="bizmsg.to_pandas()", pages=BasePage)

@@ -28,7 +28,8 @@ Why it is safe, whatever Celery does with a shard:
   its content (recipient, sender, template, parameters, language), never by its position, and
   claims it before it leaves. A shard run twice (a redelivery, a retry, two workers holding
   the same task), or a campaign re-cut into another number of shards, never sends a message
-  twice: one run claims it, another reports it ``skipped``. Its ``Idempotency-Key`` is derived
+  twice: one run claims it, another waits for its result and reports it ``skipped`` (with
+  that result; counted in the summary's ``settled_before``). Its ``Idempotency-Key`` is derived
   from the same identity, so it is the same in every process.
 - **Repeats stay together.** :func:`shards` places a message by a hash of its identity, so the
   copies of one message (``dedupe=False``) land in one shard and are counted there as the
@@ -123,6 +124,13 @@ class ShardSummary(TypedDict):
     stop_reason: str | None
     #: Whether Celery had delivered this task before (a redelivery after a lost worker).
     redelivered: bool
+    #: Messages of this shard another run had already settled, by their recorded result
+    #: (``sent``, ``rejected``), counted in ``counts["skipped"]``: an earlier run of the
+    #: campaign, or another copy of this shard running beside this one (a redelivery while the
+    #: first copy runs, whose messages this copy waits for). With them every copy's summary
+    #: accounts for the whole shard, so the one the result backend keeps (the last to finish)
+    #: tells the truth.
+    settled_before: dict[str, int]
 
 
 # -- cutting a campaign into shards ----------------------------------------------------------
@@ -289,12 +297,17 @@ def register(app: Any, *, name: str = TASK_NAME, journal: str | None = None,
                         {**options, "campaign_id": campaign_id, "journal": where})
         result = client_here().messages.send_many(rows, **keywords)
         delivery: Mapping[str, Any] = getattr(task.request, "delivery_info", None) or {}
+        settled_before = {"sent": 0, "rejected": 0}
+        for outcome in result.outcomes:
+            if outcome.status == "skipped" and outcome.result is not None:
+                settled_before["sent" if outcome.result.ok else "rejected"] += 1
         return {
             "campaign_id": campaign_id, "shard": shard, "shards": shards,
             "counts": dict(result.counts),
             "unknown": [o.idempotency_key or "" for o in result.unknown()],
             "stop_reason": result.stop_reason,
             "redelivered": bool(delivery.get("redelivered")),
+            "settled_before": settled_before,
         }
 
     send_shard.__doc__ = "Sends one shard of a campaign (bizmsg.celery)."

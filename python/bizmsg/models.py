@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Union, cast
 
 from . import _native
 from ._model import Model, ResponseMeta, restore
-from ._pagination import AsyncPage, Page
+from ._pagination import AsyncPage, BasePage, Page
 from .errors import ValidationError
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "BusinessAccount",
     "Page",
     "AsyncPage",
+    "BasePage",
     "ResponseMeta",
 ]
 
@@ -116,6 +117,7 @@ class SendResult(Model, Generic[MetaT]):
     # tests/test_models.py holds the fields above to it.
     _WIRE_NAMES = tuple(_native.model_fields("SendResult"))
     _KIND = "SendResult"
+    _MAIN_COLUMNS = ("sms_id", "status", "code", "msg")
 
     @property
     def meta(self) -> MetaT:
@@ -152,6 +154,8 @@ class BusinessPhoneNumber(Model):
 
     _WIRE_NAMES = tuple(_native.model_fields("BusinessPhoneNumber"))
     _KIND = "BusinessPhoneNumber"
+    _MAIN_COLUMNS = ("phone_number_id", "display_phone_number", "verified_name", "status",
+                     "quality_rating", "messaging_limit_tier", "create_time")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +174,6 @@ class BusinessAccount(Model):
 
     _WIRE_NAMES = tuple(_native.model_fields("BusinessAccount"))
     _KIND = "BusinessAccount"
+    # The numbers last: expanded in place, they widen only the last column.
+    _MAIN_COLUMNS = ("biz_account_id", "name", "status", "account_review_status",
+                     "chat_business_manager_messaging_limit", "business_phone_numbers")

@@ -3,7 +3,7 @@
 //! repeat of an earlier message is skipped (`dedupe`), and every other message gets its
 //! identity (what the journal knows it by). Then (`admit`), with what the journal recorded of
 //! it: a message an earlier run finished is reported as it was; one another run holds now is
-//! skipped; one an earlier run left in doubt is listed, or re-sent with its key
+//! waited for (`waiting`); one an earlier run left in doubt is listed, or re-sent with its key
 //! (`resend_unknown`); one whose sender cannot send is failed (`pace="auto"`); the rest get
 //! their idempotency key and go to the send queue.
 
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::handle::Warning;
 use super::journal::{recorded_result, Identity, Journaling, Row, State};
 use super::keys::KeySource;
-use super::message::{FingerprintMap, Input, Prepared};
+use super::message::{Fingerprint, FingerprintKind, FingerprintMap, Input, Prepared};
 use super::outcome::{Outcome, Status};
 use super::send::{in_doubt, Ready};
 use super::senders::{Account, SenderPolicy};
@@ -49,6 +49,8 @@ pub(super) enum Admitted<P> {
     /// Held by a run whose session just ended (`Row::holder_settling`), to be taken over in
     /// doubt once that run's grace is past (`resend_unknown`).
     Later(Ready<P>),
+    /// Held by another run that is alive: waited for, claimed again in a moment.
+    Held(Ready<P>),
     /// Decided now without sending: a sender that cannot send.
     Decided {
         outcome: Outcome<P>,
@@ -66,6 +68,8 @@ pub(super) struct Admission {
     occurrences: FingerprintMap<u32>,
     /// With `pace="auto"`.
     pub(super) senders: Option<SenderPolicy>,
+    /// How the campaign knows its messages (its journal's record).
+    fingerprints: FingerprintKind,
 }
 
 impl Admission {
@@ -74,8 +78,10 @@ impl Admission {
         dedupe: bool,
         resend_unknown: bool,
         senders: Option<SenderPolicy>,
+        fingerprints: FingerprintKind,
     ) -> Self {
         Admission {
+            fingerprints,
             keys,
             dedupe,
             resend_unknown,
@@ -92,10 +98,14 @@ impl Admission {
             payload,
             message,
         } = item;
-        let prepared = match message {
+        let mut prepared = match message {
             Ok(prepared) => prepared,
             Err(error) => return Identified::Decided(Outcome::failed(index, payload, error)),
         };
+        if self.fingerprints != FingerprintKind::Sha256 {
+            // A campaign whose journal began with another kind of fingerprint keeps it.
+            prepared.fingerprint = Fingerprint::of_kind(&prepared.request, self.fingerprints);
+        }
         let fingerprint = prepared.fingerprint;
         let occurrence = if self.dedupe {
             match self.seen.entry(fingerprint) {
@@ -145,12 +155,14 @@ impl Admission {
         let mut key = prepared.key.clone();
         let mut in_doubt_before = false;
         let mut later = false;
+        let mut held = false;
         if let Some(row) = recorded {
             key = row.key.clone().or(key);
             match settled_by(row, self.resend_unknown) {
                 Settled::No => {}
                 Settled::InDoubtToResend => in_doubt_before = true,
                 Settled::InDoubtSoon => later = true,
+                Settled::HeldElsewhere => held = true,
                 settled => {
                     return Admitted::Recorded(settled.outcome(index, payload, &prepared, row))
                 }
@@ -185,6 +197,9 @@ impl Admission {
         if later {
             return Admitted::Later(ready);
         }
+        if held {
+            return Admitted::Held(ready);
+        }
         Admitted::Send {
             ready,
             in_doubt: in_doubt_before,
@@ -205,6 +220,14 @@ impl Admission {
                 in_doubt: true,
             },
             Settled::InDoubtSoon => AfterLostClaim::ClaimLater(ready),
+            Settled::HeldElsewhere => {
+                let mut ready = ready;
+                // The key its holder sends it with: the one to report if this run gives up.
+                if let Some(key) = &row.key {
+                    ready.key.clone_from(key);
+                }
+                AfterLostClaim::Held(ready)
+            }
             settled => AfterLostClaim::Settled(settled.outcome(
                 ready.index,
                 ready.payload,
@@ -218,13 +241,15 @@ impl Admission {
 /// A message whose claim another run's record beat.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum AfterLostClaim<P> {
-    /// Its outcome: done, being sent by another run, or in doubt.
+    /// Its outcome: done, or in doubt.
     Settled(Outcome<P>),
     /// It may go after all (its holder ended meanwhile): to be claimed again, taking it over
     /// when it is in doubt (`resend_unknown`).
     ClaimAgain { ready: Ready<P>, in_doubt: bool },
     /// Its holder's session just ended: to be taken over once its grace is past.
     ClaimLater(Ready<P>),
+    /// Another run that is alive holds it: waited for, claimed again in a moment.
+    Held(Ready<P>),
 }
 
 /// A message waiting to be taken over from a run whose session just ended, when the campaign
@@ -235,10 +260,12 @@ pub(super) fn still_in_doubt<P>(ready: Ready<P>) -> Outcome<P> {
     Settled::InDoubt.outcome(ready.index, ready.payload, &ready.prepared, &row)
 }
 
-/// A message that kept losing its claim (its holder neither alive nor taken over): reported
-/// held by another run, not sent by this one.
-pub(super) fn gave_up_claim<P>(ready: Ready<P>, row: &Row) -> Outcome<P> {
-    Settled::HeldElsewhere.outcome(ready.index, ready.payload, &ready.prepared, row)
+/// A message that kept losing its claim (its holder neither alive nor taken over), or that a
+/// live run still held when this run stopped or had waited its patience: reported held by
+/// another run, not sent by this one (a later run of the campaign sends it if nobody did).
+pub(super) fn held_elsewhere<P>(ready: Ready<P>) -> Outcome<P> {
+    let row = Row::new(ready.identity, State::Dispatched, Some(ready.key.clone()));
+    Settled::HeldElsewhere.outcome(ready.index, ready.payload, &ready.prepared, &row)
 }
 
 /// What a record says of a message.
@@ -247,7 +274,7 @@ enum Settled {
     No,
     /// Sent or rejected by some run.
     Done,
-    /// Claimed by a run of another process that is alive: being sent now.
+    /// Claimed by a run of another process that is alive: being sent now, waited for.
     HeldElsewhere,
     /// Claimed by a run whose session just ended: in doubt once its grace is past, and then
     /// re-sent with its key (`resend_unknown`).

@@ -1,5 +1,5 @@
 //! The campaign's breaker: a campaign to a service that cannot be reached stops by itself
-//! (issue 18), after a few messages rather than after every message of its input.
+//! after a few messages rather than after every message of its input.
 
 use std::time::Duration;
 

@@ -19,20 +19,21 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
 use super::admit::{
-    gave_up_claim, still_in_doubt, Admission, Admitted, AfterLostClaim, Identified,
+    held_elsewhere, still_in_doubt, Admission, Admitted, AfterLostClaim, Identified,
 };
 use super::breaker::Breaker;
 use super::claim_size::ClaimSize;
 use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
 use super::journal::{
     row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
-    Row, SqliteJournal, SESSION_GRACE,
+    Row, SqliteJournal,
 };
 use super::keys::KeySource;
-use super::message::Input;
+use super::message::{FingerprintKind, Input};
 use super::outcome::Outcome;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
 use super::senders::{Account, Directory, SenderPolicy};
+use super::waiting::{self, Due, Waiting};
 use crate::client::{Client, Gate};
 use crate::error::{Error, Result};
 use crate::limits::{LimitsStore, LocalLimits, TierVerdict};
@@ -49,9 +50,6 @@ const MAX_UNDELIVERED: usize = 65_536;
 /// held by another run: a holder that is neither alive nor takeable must not keep the run
 /// claiming in a loop.
 const MAX_RECLAIMS: u8 = 4;
-/// How long after its holder's session was seen gone a message is claimed again (taken over):
-/// past the grace such a run gets, with room for the round trips.
-const SETTLE_FOR: Duration = SESSION_GRACE.saturating_add(Duration::from_millis(500));
 
 struct Engine<P> {
     concurrency: usize,
@@ -85,8 +83,8 @@ struct Engine<P> {
     failure: Option<Error>,
     /// How many times the send queue was emptied by a stop (claims made before are ignored).
     drained: u64,
-    /// Messages held by a run whose session just ended, to be taken over when it is due.
-    later: VecDeque<(std::time::Instant, Ready<P>)>,
+    /// Messages another run holds, waited for.
+    waiting: Waiting<P>,
     /// How many times each message lost its claim and was claimed again.
     reclaims: HashMap<u64, u8>,
 }
@@ -235,7 +233,15 @@ impl<P: Send + 'static> Engine<P> {
             enforce_tier: options.enforce_tier,
             breaker: Breaker::new(options.unreachable_after, options.unreachable_for),
             stop_note: None,
-            admission: Admission::new(keys, options.dedupe, options.resend_unknown, senders),
+            admission: Admission::new(
+                keys,
+                options.dedupe,
+                options.resend_unknown,
+                senders,
+                journal
+                    .as_ref()
+                    .map_or(FingerprintKind::Sha256, |journal| journal.fingerprints()),
+            ),
             events,
             control,
             stop_signal,
@@ -251,7 +257,7 @@ impl<P: Send + 'static> Engine<P> {
             doubtful: HashSet::new(),
             failure: None,
             drained: 0,
-            later: VecDeque::new(),
+            waiting: Waiting::new(waiting::patience(options.lease)),
             reclaims: HashMap::new(),
         })
     }
@@ -302,7 +308,7 @@ impl<P: Send + 'static> Engine<P> {
             if finished_input
                 && self.ready.is_empty()
                 && self.inflight.is_empty()
-                && self.later.is_empty()
+                && self.waiting.is_empty()
             {
                 self.flush_outcomes();
                 return self.failure.take().map_or(Ok(()), Err);
@@ -346,8 +352,8 @@ impl<P: Send + 'static> Engine<P> {
                     // Trips, or lets the next probe go (the loop dispatches it).
                     self.trip_breaker();
                 }
-                () = sleep_until_some(self.later.front().map(|(due, _)| *due)), if !self.later.is_empty() && !stopping => {
-                    self.take_over_due();
+                () = sleep_until_some(self.waiting.next_due()), if !self.waiting.is_empty() && !stopping => {
+                    self.claim_waiting();
                 }
             }
         }
@@ -529,14 +535,22 @@ impl<P: Send + 'static> Engine<P> {
         self.skip_waiting();
     }
 
-    /// Messages whose holder's grace is past: queued to be claimed, taking them over.
-    fn take_over_due(&mut self) {
-        let now = std::time::Instant::now();
-        while self.later.front().is_some_and(|(due, _)| *due <= now) {
-            if let Some((_, ready)) = self.later.pop_front() {
+    /// Messages waited for that are due: queued to be claimed again (taking over in doubt
+    /// those whose holder's grace is past).
+    fn claim_waiting(&mut self) {
+        for Due { ready, in_doubt } in self.waiting.due(std::time::Instant::now()) {
+            if in_doubt {
                 self.doubtful.insert(ready.index);
-                self.ready.push_back(ready);
             }
+            self.ready.push_back(ready);
+        }
+    }
+
+    /// A message a live run holds: waited for, or reported held by it once this run has
+    /// waited its patience.
+    fn wait_for_holder(&mut self, ready: Ready<P>) {
+        if let Some(ready) = self.waiting.hold(ready) {
+            self.buffer.push(held_elsewhere(ready));
         }
     }
 
@@ -545,10 +559,14 @@ impl<P: Send + 'static> Engine<P> {
     fn skip_waiting(&mut self) {
         let note = self.not_sent_note();
         // Held by a run whose session ended, which may have sent them: in doubt, with their
-        // keys (never written: not this run's).
-        for (_, ready) in std::mem::take(&mut self.later) {
+        // keys; held by a live run: its to send. Never written: not this run's.
+        let (settling, held) = self.waiting.drain();
+        for ready in settling {
             self.doubtful.remove(&ready.index);
             self.buffer.push(still_in_doubt(ready));
+        }
+        for ready in held {
+            self.buffer.push(held_elsewhere(ready));
         }
         let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
         let marked = std::mem::take(&mut self.marked);
@@ -659,6 +677,7 @@ impl<P: Send + 'static> Engine<P> {
                         if !self.reclaims.is_empty() {
                             self.reclaims.remove(&ready.index);
                         }
+                        self.waiting.done(ready.index);
                     }
                 }
                 Claimed::Lost(row) => lost.push((start + offset, row)),
@@ -667,30 +686,38 @@ impl<P: Send + 'static> Engine<P> {
         // From the back, so the positions before stay right.
         let mut settled = Vec::new();
         for (position, row) in lost.into_iter().rev() {
-            if let Some(ready) = self.ready.remove(position) {
-                let tries = self.reclaims.entry(ready.index).or_insert(0);
-                *tries = tries.saturating_add(1);
-                if *tries > MAX_RECLAIMS {
-                    self.reclaims.remove(&ready.index);
-                    settled.push(gave_up_claim(ready, &row));
-                    continue;
-                }
-                match self.admission.after_lost_claim(ready, &row) {
-                    AfterLostClaim::Settled(outcome) => settled.push(outcome),
-                    // At the back, to be claimed again.
-                    AfterLostClaim::ClaimAgain { ready, in_doubt } => {
-                        if in_doubt {
-                            self.doubtful.insert(ready.index);
-                        }
-                        self.ready.push_back(ready);
+            let Some(ready) = self.ready.remove(position) else {
+                continue;
+            };
+            match self.admission.after_lost_claim(ready, &row) {
+                AfterLostClaim::Settled(outcome) => settled.push(outcome),
+                // At the back, to be claimed again, a few times at most: a holder neither
+                // alive nor takeable must not keep the run claiming in a loop.
+                AfterLostClaim::ClaimAgain { ready, in_doubt } => {
+                    let tries = self.reclaims.entry(ready.index).or_insert(0);
+                    *tries = tries.saturating_add(1);
+                    if *tries > MAX_RECLAIMS {
+                        self.reclaims.remove(&ready.index);
+                        self.doubtful.remove(&ready.index);
+                        settled.push(held_elsewhere(ready));
+                        continue;
                     }
-                    AfterLostClaim::ClaimLater(ready) => self.claim_later(ready),
+                    if in_doubt {
+                        self.doubtful.insert(ready.index);
+                    }
+                    self.ready.push_back(ready);
+                }
+                AfterLostClaim::ClaimLater(ready) => self.waiting.settle(ready),
+                AfterLostClaim::Held(ready) => {
+                    self.doubtful.remove(&ready.index);
+                    self.wait_for_holder(ready);
                 }
             }
         }
         self.marked += won;
         for outcome in settled.into_iter().rev() {
             self.reclaims.remove(&outcome.index);
+            self.waiting.done(outcome.index);
             self.doubtful.remove(&outcome.index);
             self.buffer.push(outcome);
         }
@@ -912,13 +939,6 @@ impl<P: Send + 'static> Engine<P> {
         refused
     }
 
-    /// A message held by a run whose session just ended: taken over once that run's grace is
-    /// past (it may send until its fence's window closes).
-    fn claim_later(&mut self, ready: Ready<P>) {
-        let due = std::time::Instant::now() + SETTLE_FOR;
-        self.later.push_back((due, ready));
-    }
-
     /// Acts on what admission decided for one message.
     fn admitted(&mut self, admitted: Admitted<P>) -> Result<()> {
         match admitted {
@@ -936,7 +956,11 @@ impl<P: Send + 'static> Engine<P> {
                 Ok(())
             }
             Admitted::Later(ready) => {
-                self.claim_later(ready);
+                self.waiting.settle(ready);
+                Ok(())
+            }
+            Admitted::Held(ready) => {
+                self.wait_for_holder(ready);
                 Ok(())
             }
             Admitted::Decided {

@@ -206,7 +206,7 @@ pub(super) struct Control {
 }
 
 impl Control {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Control {
             state: watch::channel(RUN).0,
             now: AtomicU8::new(RUN),

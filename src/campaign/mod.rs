@@ -3,8 +3,10 @@
 //!
 //! - `handle`: what the caller starts, feeds, hears from and stops (options, events, summary);
 //! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome;
+//! - `breaker`: when a service that stopped answering stops the campaign;
 //! - `claim_size`: how many messages a run claims in its journal at a time;
 //! - `admit`: what becomes of each message before anything is sent (journal, duplicates);
+//! - `waiting`: messages another run of the campaign holds, waited for;
 //! - `send`: one message through the attempt loop, with the platform's codes acted on;
 //! - `message`, `outcome`: what goes in and what comes out, per message;
 //! - `keys`: idempotency keys (random, or derived from a campaign id);
@@ -29,6 +31,7 @@ mod send;
 mod senders;
 #[cfg(test)]
 mod tests;
+mod waiting;
 
 pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
 pub use journal::{

@@ -28,7 +28,7 @@
 //!   arrive, and two requests do not take exactly as long to arrive: sends spaced by exactly
 //!   a second when they left were seen `r + 1` in one second at the sandbox, at every pace.
 //!   So `most` slots of the timeline span a second and `GUARD` (`SPAN`): a pace of `r` runs
-//!   at `r / 1.005`, within the 1 % that issue 24 allows. The ring asks for half the guard
+//!   at `r / 1.005`, within 1 % of the pace. The ring asks for half the guard
 //!   only (`APART`): were it the whole, a send delayed by the ring would be exactly on the
 //!   limit for the send `most` after it, which would inherit the delay, plus its own wake-up's
 //!   lateness, and so on for good (lateness added up again, along every `most`-th send). With

@@ -15,9 +15,6 @@ use super::completion::awaitable;
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
-use super::keywords::{
-    keywords, CampaignArgs, ClientArgs, ListArgs, PagesArgs, PlanArgs, SendArgs,
-};
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage, UnreadPage};
@@ -57,23 +54,24 @@ impl Listing {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (**options))]
-    fn new(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let ClientArgs {
-            token,
-            base_url,
-            timeout,
-            max_retries,
-            success_codes,
-            default_headers,
-            on_retry,
-            proxy,
-            verify,
-            allow_insecure_http,
-            max_response_bytes,
-            shared_limits,
-            idempotent_sends,
-        } = keywords("NativeClient", ClientArgs::NAMES, options)?;
+    #[pyo3(signature = (*, token, base_url, timeout, max_retries, success_codes, default_headers, on_retry, proxy, verify, allow_insecure_http, max_response_bytes, shared_limits, idempotent_sends))]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        token: Bound<'py, PyAny>,
+        base_url: Bound<'py, PyAny>,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
+        success_codes: Option<Vec<String>>,
+        default_headers: Bound<'py, PyDict>,
+        on_retry: Option<Py<PyAny>>,
+        proxy: Option<String>,
+        verify: Bound<'py, PyAny>,
+        allow_insecure_http: bool,
+        max_response_bytes: Bound<'py, PyAny>,
+        shared_limits: Option<String>,
+        idempotent_sends: bool,
+    ) -> PyResult<Self> {
         let build = || -> Result<ClientConfig, Error> {
             let token = if let Ok(text) = token.cast::<PyString>() {
                 TokenSource::Static(
@@ -199,9 +197,8 @@ impl NativeClient {
         })
     }
 
-    // Keyword-only parameters rather than `**options` (`keywords.rs`): a send is the hot path,
-    // and pyo3 matches keywords to parameters without building a dict or a string per name,
-    // where reading `**options` cost ~3 µs a call (asyncio sends 63k/s -> 51k/s).
+    // Keyword-only parameters, as every native method takes: pyo3 matches them to parameters
+    // without building a dict, and a call cannot swap two of them by position.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (
         *, to, from_, name, parameters, language, raw, timeout, max_retries, idempotency_key
@@ -288,16 +285,18 @@ impl NativeClient {
         })
     }
 
-    #[pyo3(signature = (**options))]
-    fn list(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let ListArgs {
-            kind,
-            page_no,
-            page_size,
-            raw,
-            timeout,
-            max_retries,
-        } = keywords("list", ListArgs::NAMES, options)?;
+    #[pyo3(signature = (*, kind, page_no, page_size, raw, timeout, max_retries))]
+    #[allow(clippy::too_many_arguments)]
+    fn list<'py>(
+        &self,
+        py: Python<'py>,
+        kind: super::client::Listing,
+        page_no: Bound<'py, PyAny>,
+        page_size: Bound<'py, PyAny>,
+        raw: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
         let (page, call) =
             list_args(&page_no, &page_size, &timeout, &max_retries).map_err(|e| to_py(py, e))?;
         self.warn_if_in_event_loop(py);
@@ -317,20 +316,18 @@ impl NativeClient {
 
     /// A stream of pages from `page_no` on, reading one page ahead; stops once `limit` items
     /// were delivered.
-    #[pyo3(signature = (**options))]
-    fn pages(
+    #[pyo3(signature = (*, kind, page_no, page_size, limit, timeout, max_retries))]
+    #[allow(clippy::too_many_arguments)]
+    fn pages<'py>(
         &self,
-        py: Python<'_>,
-        options: Option<&Bound<'_, PyDict>>,
+        py: Python<'py>,
+        kind: super::client::Listing,
+        page_no: Bound<'py, PyAny>,
+        page_size: Bound<'py, PyAny>,
+        limit: Bound<'py, PyAny>,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
     ) -> PyResult<NativePageStream> {
-        let PagesArgs {
-            kind,
-            page_no,
-            page_size,
-            limit,
-            timeout,
-            max_retries,
-        } = keywords("pages", PagesArgs::NAMES, options)?;
         let args = || -> Result<_, Error> {
             let (page, call) = list_args(&page_no, &page_size, &timeout, &max_retries)?;
             let limit = if limit.is_none() {
@@ -364,20 +361,18 @@ impl NativeClient {
         Ok(NativePageStream::new(stream))
     }
 
-    #[pyo3(signature = (**options))]
+    #[pyo3(signature = (*, kind, page_no, page_size, raw, timeout, max_retries))]
+    #[allow(clippy::too_many_arguments)]
     fn list_async<'py>(
         &self,
         py: Python<'py>,
-        options: Option<&Bound<'py, PyDict>>,
+        kind: super::client::Listing,
+        page_no: Bound<'py, PyAny>,
+        page_size: Bound<'py, PyAny>,
+        raw: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ListArgs {
-            kind,
-            page_no,
-            page_size,
-            raw,
-            timeout,
-            max_retries,
-        } = keywords("list_async", ListArgs::NAMES, options)?;
         let (page, call) =
             list_args(&page_no, &page_size, &timeout, &max_retries).map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
@@ -403,28 +398,26 @@ impl NativeClient {
     }
 
     /// Starts a campaign (`send_many`); the Python driver feeds and polls the run.
-    #[pyo3(signature = (**options))]
-    fn campaign(
+    #[pyo3(signature = (*, concurrency, rate_limit, pace, stop_on_error, dedupe, journal, campaign_id, resend_unknown, enforce_tier, lease, unreachable_after, unreachable_for, timeout, max_retries))]
+    #[allow(clippy::too_many_arguments)]
+    fn campaign<'py>(
         &self,
-        py: Python<'_>,
-        options: Option<&Bound<'_, PyDict>>,
+        py: Python<'py>,
+        concurrency: Bound<'py, PyAny>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        stop_on_error: bool,
+        dedupe: bool,
+        journal: Option<String>,
+        campaign_id: Option<String>,
+        resend_unknown: bool,
+        enforce_tier: bool,
+        lease: Option<f64>,
+        unreachable_after: Option<Bound<'py, PyAny>>,
+        unreachable_for: f64,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
     ) -> PyResult<CampaignRun> {
-        let CampaignArgs {
-            concurrency,
-            rate_limit,
-            pace,
-            stop_on_error,
-            dedupe,
-            journal,
-            campaign_id,
-            resend_unknown,
-            enforce_tier,
-            lease,
-            unreachable_after,
-            unreachable_for,
-            timeout,
-            max_retries,
-        } = keywords("campaign", CampaignArgs::NAMES, options)?;
         let options = || -> Result<crate::campaign::Options, Error> {
             let concurrency = integer("concurrency", &concurrency)?;
             let concurrency = usize::try_from(concurrency).map_err(|_| {
@@ -469,14 +462,19 @@ impl NativeClient {
 
     /// A campaign's preflight: looks the senders up (one account listing), then checks what
     /// it is fed.
-    #[pyo3(signature = (**options))]
-    fn planner(
+    #[pyo3(signature = (*, rate_limit, pace, dedupe, timeout, max_retries))]
+    fn planner<'py>(
         &self,
-        py: Python<'_>,
-        options: Option<&Bound<'_, PyDict>>,
+        py: Python<'py>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        dedupe: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
     ) -> PyResult<CampaignPlanner> {
-        let args = keywords("planner", PlanArgs::NAMES, options)?;
-        let (options, call) = plan_args(args).map_err(|e| to_py(py, e))?;
+        let (options, call) =
+            plan_args(rate_limit, pace.as_deref(), dedupe, &timeout, &max_retries)
+                .map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         wait(py, async move { Directory::fetch(&client, &call).await }).reply(|directory| {
             let directory = directory.map_err(|e| to_py(py, e))?;
@@ -485,14 +483,19 @@ impl NativeClient {
     }
 
     /// Awaitable `planner`.
-    #[pyo3(signature = (**options))]
+    #[pyo3(signature = (*, rate_limit, pace, dedupe, timeout, max_retries))]
     fn planner_async<'py>(
         &self,
         py: Python<'py>,
-        options: Option<&Bound<'py, PyDict>>,
+        rate_limit: Option<f64>,
+        pace: Option<String>,
+        dedupe: bool,
+        timeout: Bound<'py, PyAny>,
+        max_retries: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args = keywords("planner_async", PlanArgs::NAMES, options)?;
-        let (options, call) = plan_args(args).map_err(|e| to_py(py, e))?;
+        let (options, call) =
+            plan_args(rate_limit, pace.as_deref(), dedupe, &timeout, &max_retries)
+                .map_err(|e| to_py(py, e))?;
         let client = self.client.clone();
         awaitable(py, async move {
             let directory = super::runtime::catch_panics(Directory::fetch(&client, &call)).await;
@@ -586,14 +589,13 @@ fn pace_auto(pace: Option<&str>) -> Result<bool, Error> {
     }
 }
 
-fn plan_args(args: PlanArgs<'_>) -> Result<(PlanOptions, CallOptions), Error> {
-    let PlanArgs {
-        rate_limit,
-        pace,
-        dedupe,
-        timeout,
-        max_retries,
-    } = args;
+fn plan_args(
+    rate_limit: Option<f64>,
+    pace: Option<&str>,
+    dedupe: bool,
+    timeout: &Bound<'_, PyAny>,
+    max_retries: &Bound<'_, PyAny>,
+) -> Result<(PlanOptions, CallOptions), Error> {
     if let Some(rate) = rate_limit {
         if !rate.is_finite() || rate <= 0.0 {
             return Err(Error::validation(
@@ -605,10 +607,10 @@ fn plan_args(args: PlanArgs<'_>) -> Result<(PlanOptions, CallOptions), Error> {
     Ok((
         PlanOptions {
             dedupe,
-            pace_auto: pace_auto(pace.as_deref())?,
+            pace_auto: pace_auto(pace)?,
             rate_limit,
         },
-        call_options(&timeout, &max_retries, None)?,
+        call_options(timeout, max_retries, None)?,
     ))
 }
 
@@ -705,6 +707,19 @@ fn raw_page_reply(
             },
         )),
     }
+}
+
+/// The arguments of `send` and `send_async`, gathered for `send_args`.
+struct SendArgs<'py> {
+    to: Bound<'py, PyAny>,
+    from_: Bound<'py, PyAny>,
+    name: Bound<'py, PyAny>,
+    parameters: Bound<'py, PyAny>,
+    language: Bound<'py, PyAny>,
+    raw: bool,
+    timeout: Bound<'py, PyAny>,
+    max_retries: Bound<'py, PyAny>,
+    idempotency_key: Option<String>,
 }
 
 fn send_args(args: SendArgs<'_>) -> Result<(SendRequest, String, CallOptions), Error> {

@@ -7,7 +7,6 @@ mod client;
 mod completion;
 mod convert;
 mod errors;
-mod keywords;
 mod message;
 mod pages;
 mod runtime;

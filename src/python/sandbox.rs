@@ -7,7 +7,6 @@ use pyo3::types::{PyDict, PyList};
 
 use super::convert;
 use super::errors::to_py;
-use super::keywords::{keywords, FaultArgs, SandboxArgs};
 use super::runtime::runtime;
 use crate::error::Error;
 use crate::sandbox::{Fault, FaultPlan, RecordedRequest, Route, Sandbox, SandboxConfig, SeedData};
@@ -30,21 +29,22 @@ fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
 #[pymethods]
 impl SandboxServer {
     #[new]
-    #[pyo3(signature = (**options))]
-    fn new(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let SandboxArgs {
-            host,
-            port,
-            seed,
-            tenants,
-            accounts_per_tenant,
-            numbers_per_account,
-            delay,
-            enforce_limits,
-            max_logged_requests,
-            seed_data,
-            honour_idempotency_keys,
-        } = keywords("SandboxServer", SandboxArgs::NAMES, options)?;
+    #[pyo3(signature = (*, host, port, seed, tenants, accounts_per_tenant, numbers_per_account, delay, enforce_limits, max_logged_requests, seed_data, honour_idempotency_keys))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: String,
+        port: u16,
+        seed: u64,
+        tenants: Vec<String>,
+        accounts_per_tenant: usize,
+        numbers_per_account: (usize, usize),
+        delay: f64,
+        enforce_limits: bool,
+        max_logged_requests: Option<i64>,
+        seed_data: Option<String>,
+        honour_idempotency_keys: bool,
+    ) -> PyResult<Self> {
         let config = || -> Result<SandboxConfig, Error> {
             if tenants.is_empty() && seed_data.is_none() {
                 return Err(Error::validation(
@@ -141,21 +141,23 @@ impl SandboxServer {
         Ok(())
     }
 
-    #[pyo3(signature = (**options))]
-    fn inject(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
-        let FaultArgs {
-            route,
-            times,
-            every,
-            probability,
-            status,
-            headers,
-            body,
-            body_bytes,
-            chunked,
-            delay,
-            cut_connection,
-        } = keywords("inject", FaultArgs::NAMES, options)?;
+    #[pyo3(signature = (*, route, times, every, probability, status, headers, body, body_bytes, chunked, delay, cut_connection))]
+    #[allow(clippy::too_many_arguments)]
+    fn inject(
+        &self,
+        py: Python<'_>,
+        route: String,
+        times: Option<usize>,
+        every: usize,
+        probability: f64,
+        status: Option<u16>,
+        headers: Vec<(String, String)>,
+        body: Option<String>,
+        body_bytes: Option<usize>,
+        chunked: bool,
+        delay: f64,
+        cut_connection: bool,
+    ) -> PyResult<()> {
         let fault = || -> Result<(Route, Fault), Error> {
             let route: Route = route
                 .parse()

@@ -201,7 +201,7 @@ mod tests {
             r#"{"data": [1]}"#,
             "[]",
             r#"{"data": []} []"#,
-            // Issue 17, item 6: not a page at all, read as an empty one it ended a listing.
+            // Not a page at all, read as an empty one it ended a listing.
             "{}",
             r#"{"data": null, "total": 0}"#,
             r#"{"smsId": "s", "status": "ACCEPTED", "code": "0", "msg": "success"}"#,

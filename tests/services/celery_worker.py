@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from .processes import ServerProcess, children_of
+from .server import Server
 
 TESTS_DIR = str(Path(__file__).resolve().parent.parent)
 
 
-class CeleryWorker:
+class CeleryWorker(Server):
     """``app`` is what ``celery -A`` takes (``"my_tasks"`` or ``"pkg.module:app"``), importable
     from ``pythonpath`` (default: the tests folder) or ``cwd``; ``env`` is added to the worker's
     environment. ``name`` is the worker's node name (``bizmsg-<random>@<host>``)."""
@@ -51,7 +49,7 @@ class CeleryWorker:
         self.broker_url = broker_url
         self.result_backend = result_backend
         self.concurrency = concurrency
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-celery-"))
+        super().__init__("celery", listens=False)
         self.log = self.dir / "worker.log"
         self.name = f"bizmsg-{secrets.token_hex(4)}@%h"
         self.cwd = cwd
@@ -65,7 +63,7 @@ class CeleryWorker:
             f"--concurrency={concurrency}", "--loglevel=INFO", "-n", self.name,
             "--without-gossip", "--without-mingle", "--without-heartbeat", *args,
         ]
-        self.process: ServerProcess | None = None
+        self._ready_timeout = 60.0
 
     def app_env(self) -> dict[str, str]:
         """The variables that point a Celery app at this worker's broker and backend."""
@@ -74,15 +72,20 @@ class CeleryWorker:
             env["CELERY_RESULT_BACKEND"] = self.result_backend
         return env
 
+    #: A worker that did not come up is killed: its pool may be half-started.
+    failed_start_signal = signal.SIGKILL
+    stop_grace = 15.0
+
     def start(self, timeout: float = 60.0) -> CeleryWorker:
-        self.process = ServerProcess("celery worker", self._argv, log=self.log, env=self._env,
-                                     cwd=self.cwd)
-        try:
-            self.process.wait_for_line(r"@\S+ ready\.", timeout=timeout)
-        except BaseException:
-            self.process.stop(signal.SIGKILL)
-            raise
-        return self
+        self._ready_timeout = timeout
+        return super().start()
+
+    def launch(self) -> ServerProcess:
+        return ServerProcess("celery worker", self._argv, log=self.log, env=self._env,
+                             cwd=self.cwd)
+
+    def wait_ready(self, process: ServerProcess) -> None:
+        process.wait_for_line(r"@\S+ ready\.", timeout=self._ready_timeout)
 
     def pool_pids(self) -> list[int]:
         """The pool's processes now (the worker's children), each recorded for :meth:`stop`."""
@@ -91,22 +94,9 @@ class CeleryWorker:
         self.process.descendants()
         return children_of(self.process.pid)
 
-    def stop(self, grace: float = 15.0) -> None:
+    def stop(self, grace: float | None = None) -> None:
+        """SIGTERM: a warm shutdown, the running tasks finished within ``grace`` seconds
+        (default 15), then SIGKILL."""
         if self.process is not None:
-            self.process.stop(signal.SIGTERM, grace=grace)
+            self.process.stop(signal.SIGTERM, grace=self.stop_grace if grace is None else grace)
             self.process = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> CeleryWorker:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

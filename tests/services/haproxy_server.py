@@ -1,6 +1,6 @@
 """HAProxy (Debian's 2.6) in front of an upstream (a sandbox), with
 ``timeout http-keep-alive 500ms``: an idle client connection is closed after half a second, the
-second keep-alive race of issue 17. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
+second keep-alive race. Plain HTTP by default; ``tls=TLSFiles`` terminates TLS
 instead (HTTP/1.1 by ALPN). ``h2=True`` speaks HTTP/2 without TLS (h2c, by prior knowledge)
 instead of HTTP/1.1, for the HTTP/2 transport. ``tcp=True`` relays bytes instead of HTTP: with
 ``tls``, TLS in front of a plain server, such as Squid, which then is an ``https://`` proxy.
@@ -12,14 +12,10 @@ toward the upstream is purged well under the sandbox's 60 s limit.
 from __future__ import annotations
 
 import re
-import shutil
-import signal
 import subprocess
-import tempfile
-from pathlib import Path
-from types import TracebackType
 
-from .processes import ServerProcess, find_program, free_port
+from .processes import ServerProcess, find_program
+from .server import Server
 from .tls import TLSFiles
 
 _CONF = """\
@@ -57,7 +53,7 @@ backend upstream
 """
 
 
-class HAProxyServer:
+class HAProxyServer(Server):
     """``url`` (``http://``, or ``https://`` with ``tls``), ``port``, ``keepalive``, ``dir``;
     ``upstream`` is ``host:port``."""
 
@@ -67,48 +63,28 @@ class HAProxyServer:
         self.upstream = upstream
         self.keepalive = keepalive
         self.tls = tls
-        self.port = free_port()
+        super().__init__("haproxy")
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.ca_path = tls.ca_path if tls else None
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-haproxy-"))
         ssl = f" ssl crt {tls.combined_path} alpn http/1.1" if tls else ""
         if h2:
             assert tls is None and not tcp, "h2=True is HTTP/2 without TLS"
             ssl = " proto h2"
         (self.dir / "haproxy.cfg").write_text((_TCP_CONF if tcp else _CONF).format(
             keepalive=keepalive, port=self.port, ssl=ssl, upstream=upstream))
-        self.process: ServerProcess | None = None
 
     def version(self) -> str:
         out = subprocess.run([self.program, "-v"], capture_output=True, text=True, timeout=10).stdout
         found = re.search(r"version (\S+)", out)
         return found.group(1) if found else out.strip()
 
-    def start(self) -> HAProxyServer:
-        self.process = ServerProcess(
+    # SIGUSR1 would wait for the sessions to end ("soft stop"); SIGTERM (the default) stops
+    # at once.
+
+    def launch(self) -> ServerProcess:
+        return ServerProcess(
             "haproxy", [self.program, "-db", "-f", str(self.dir / "haproxy.cfg")],
             log=self.dir / "haproxy.log")
-        try:
-            self.process.wait_listening(self.port)
-        except BaseException:
-            self.process.stop()
-            raise
-        return self
 
-    def close(self) -> None:
-        if self.process is not None:
-            # SIGUSR1 would wait for the sessions to end ("soft stop"); SIGTERM stops at once.
-            self.process.stop(signal.SIGTERM)
-            self.process = None
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> HAProxyServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+    def wait_ready(self, process: ServerProcess) -> None:
+        process.wait_listening(self.port)

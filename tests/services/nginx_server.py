@@ -1,7 +1,7 @@
 """nginx terminating TLS in front of an upstream (a sandbox), on two free loopback ports:
 
 - ``url``: HTTPS with HTTP/1.1 only and a short ``keepalive_timeout`` (1 s by default): the
-  keep-alive race of issue 17 happens here, where a client reuses a connection just as nginx
+  keep-alive race happens here, where a client reuses a connection just as nginx
   closes it;
 - ``h2_url``: HTTPS offering h2 by ALPN (and HTTP/1.1), ``keepalive_requests 50``: nginx sends a
   graceful GOAWAY after every 50th stream (nginx >= 1.19.7 took ``http2_max_requests``'s place
@@ -20,15 +20,11 @@ alive for 20 s, under the sandbox's 60 s idle limit, so nginx itself never meets
 
 from __future__ import annotations
 
-import shutil
-import signal
 import subprocess
-import tempfile
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from .processes import ServerProcess, find_program, free_port
+from .server import Server
 from .tls import TLSFiles
 
 _CONF = """\
@@ -70,7 +66,7 @@ http {{
 """
 
 
-class NginxServer:
+class NginxServer(Server):
     """``url`` (HTTP/1.1, short keep-alive), ``h2_url`` (h2, GOAWAY every ``h2_max_requests``),
     ``ca_path``, ``port``, ``h2_port``, ``dir``; ``upstream`` is ``host:port``."""
 
@@ -81,36 +77,33 @@ class NginxServer:
         self.tls = tls
         self.ca_path = tls.ca_path
         self.keepalive_timeout = keepalive_timeout
-        self.port = free_port()
+        super().__init__("nginx")
         self.h2_port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.h2_url = f"https://127.0.0.1:{self.h2_port}"
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-nginx-"))
         (self.dir / "tmp").mkdir()
         (self.dir / "nginx.conf").write_text(_CONF.format(
             dir=self.dir, cert=tls.cert_path, key=tls.key_path, upstream=upstream,
             port=self.port, h2_port=self.h2_port, keepalive_timeout=keepalive_timeout,
             keepalive_requests=keepalive_requests, h2_max_requests=h2_max_requests))
-        self.process: ServerProcess | None = None
 
     def version(self) -> str:
         out = subprocess.run([self.program, "-v"], capture_output=True, text=True, timeout=10)
         return (out.stderr or out.stdout).strip().removeprefix("nginx version: ")
 
-    def start(self) -> NginxServer:
-        self.process = ServerProcess(
+    # SIGTERM (the default): nginx's fast shutdown.
+
+    def launch(self) -> ServerProcess:
+        return ServerProcess(
             "nginx", [self.program, "-c", str(self.dir / "nginx.conf"), "-p", str(self.dir),
                       # -e: not even the first message to the packaged /var/log/nginx.
                       "-e", str(self.dir / "error.log")],
             log=self.dir / "nginx.log")
-        try:
-            error_log = self.dir / "error.log"
-            self.process.wait_listening(self.port, extra_logs=[error_log])
-            self.process.wait_listening(self.h2_port, extra_logs=[error_log])
-        except BaseException:
-            self.process.stop()
-            raise
-        return self
+
+    def wait_ready(self, process: ServerProcess) -> None:
+        error_log = self.dir / "error.log"
+        process.wait_listening(self.port, extra_logs=[error_log])
+        process.wait_listening(self.h2_port, extra_logs=[error_log])
 
     def access_log(self) -> list[dict[str, Any]]:
         """One dict per request logged so far: ``client_port``, ``connection`` (nginx's serial
@@ -132,21 +125,3 @@ class NginxServer:
                 "idempotency_key": key.rstrip('"') if key.rstrip('"') != "-" else None,
             })
         return entries
-
-    def close(self) -> None:
-        if self.process is not None:
-            # SIGTERM: nginx's fast shutdown.
-            self.process.stop(signal.SIGTERM)
-            self.process = None
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> NginxServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

@@ -13,28 +13,22 @@ the config file (mode 0600, owned by the user it runs as), never on the command 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
-from pathlib import Path
-from types import TracebackType
 
 from .postgres_server import PostgresServer
-from .processes import (ServerProcess, ServiceStartError, chown_to, find_program, free_port,
-                        running_as_root)
+from .processes import ServerProcess, ServiceStartError, chown_to, find_program, running_as_root
+from .server import Server
 
 
-class PgBouncerServer:
+class PgBouncerServer(Server):
     """``url`` (``postgresql://bizmsg@127.0.0.1:PORT/bizmsg``: the database through the pool)."""
 
     def __init__(self, postgres: PostgresServer, *, pool_mode: str = "transaction") -> None:
         self.program = find_program("pgbouncer", package="pgbouncer")
         self.postgres = postgres
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-pgbouncer-"))
+        super().__init__("pgbouncer")
         self.os_user = "postgres" if running_as_root() else None
         self.url = f"postgresql://{postgres.user}@127.0.0.1:{self.port}/{postgres.database}"
-        self.process: ServerProcess | None = None
         users = self.dir / "users.txt"
         users.write_text(f'"{postgres.user}" ""\n')
         config = self.dir / "pgbouncer.ini"
@@ -61,12 +55,16 @@ class PgBouncerServer:
             chown_to(self.dir, self.os_user)
         self.config = config
 
-    def start(self) -> PgBouncerServer:
-        self.process = ServerProcess("pgbouncer", [self.program, str(self.config)],
-                                     log=self.dir / "pgbouncer.log", user=self.os_user)
-        self.process.wait_listening(self.port, timeout=30)
+    #: SIGINT: PgBouncer's safe shutdown.
+    stop_signal = signal.SIGINT
+
+    def launch(self) -> ServerProcess:
+        return ServerProcess("pgbouncer", [self.program, str(self.config)],
+                             log=self.dir / "pgbouncer.log", user=self.os_user)
+
+    def wait_ready(self, process: ServerProcess) -> None:
+        process.wait_listening(self.port, timeout=30)
         self._open_both_server_sessions()
-        return self
 
     def _open_both_server_sessions(self) -> None:
         """Two transactions at once, so that the pool holds two server sessions from now on,
@@ -86,22 +84,6 @@ class PgBouncerServer:
         finally:
             first.close()
             second.close()
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stop(signal.SIGINT, grace=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> PgBouncerServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PgBouncerServer({self.url}, {os.fspath(self.config)})"

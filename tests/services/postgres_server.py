@@ -23,14 +23,11 @@ import glob
 import os
 import re
 import secrets
-import shutil
 import signal
-import tempfile
-from pathlib import Path
-from types import TracebackType
 
 from .availability import ServiceUnavailable
-from .processes import ServerProcess, ServiceStartError, chown_to, free_port, run, running_as_root
+from .processes import ServerProcess, ServiceStartError, chown_to, run, running_as_root
+from .server import Server
 
 USER = "bizmsg"
 DATABASE = "bizmsg"
@@ -53,7 +50,7 @@ def find_postgres_bin() -> str:
                              "apt-get install postgresql-15, or run .ci/run")
 
 
-class PostgresServer:
+class PostgresServer(Server):
     """``url`` (``postgresql://bizmsg:PASSWORD@127.0.0.1:PORT/bizmsg``), ``url_without_password``,
     ``password``, ``port``, ``user``, ``database``, ``socket_dir``, ``dir``."""
 
@@ -69,17 +66,16 @@ class PostgresServer:
                 raise ServiceUnavailable("the tests run as root and there is no 'postgres' user "
                                          "to run PostgreSQL as: apt-get install postgresql-15, "
                                          "or run .ci/run") from None
-        self.port = free_port()
+        super().__init__("postgres")
         self.user = USER
         self.database = DATABASE
         self.password = f"pw-{secrets.token_hex(12)}"
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-postgres-"))
         self.data_dir = self.dir / "data"
         self.socket_dir = self.dir / "sock"
         self.url_without_password = f"postgresql://{USER}@127.0.0.1:{self.port}/{DATABASE}"
         self.url = f"postgresql://{USER}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
-        self.process: ServerProcess | None = None
         self._initialized = False
+        self._first_start = False
 
     def _initdb(self) -> None:
         self.socket_dir.mkdir()
@@ -95,14 +91,15 @@ class PostgresServer:
         pwfile.unlink()
         self._initialized = True
 
-    def start(self) -> PostgresServer:
-        """Starts it (again, after :meth:`kill` or :meth:`stop`: same port, same data)."""
-        if self.process is not None and self.process.alive():
-            return self
-        first = not self._initialized
-        if first:
+    #: SIGINT: PostgreSQL's fast shutdown (SIGTERM would wait for every client to leave).
+    stop_signal = signal.SIGINT
+    stop_grace = 20.0
+
+    def launch(self) -> ServerProcess:
+        self._first_start = not self._initialized
+        if self._first_start:
             self._initdb()
-        self.process = ServerProcess(
+        return ServerProcess(
             "postgres",
             [os.path.join(self.bin, "postgres"), "-D", str(self.data_dir),
              "-p", str(self.port), "-k", str(self.socket_dir),
@@ -111,34 +108,15 @@ class PostgresServer:
              "-c", "max_connections=100", "-c", "shared_buffers=32MB",
              "-c", "logging_collector=off", "-c", "log_destination=stderr"],
             log=self.dir / "postgres.log", user=self.os_user)
-        try:
-            # After a kill -9 this line comes once crash recovery is done.
-            self.process.wait_for_line(_READY, timeout=60)
-            if first:
-                run([os.path.join(self.bin, "createdb"), "-h", str(self.socket_dir),
-                     "-p", str(self.port), "-U", USER, DATABASE],
-                    user=self.os_user, what="createdb")
-        except BaseException:
-            self.process.stop(signal.SIGINT)
-            raise
-        return self
 
-    def kill(self) -> None:
-        """SIGKILL the postmaster, as a crash; returns once its backends are gone too (they
-        notice the postmaster's death by themselves)."""
-        if self.process is not None:
-            self.process.kill()
-
-    def stop(self) -> None:
-        """SIGINT: PostgreSQL's fast shutdown (SIGTERM would wait for every client to leave)."""
-        if self.process is not None:
-            self.process.stop(signal.SIGINT, grace=20)
-
-    def restart(self) -> None:
-        """kill -9, then start again on the same port with the same data."""
-        self.kill()
-        self.process = None
-        self.start()
+    def wait_ready(self, process: ServerProcess) -> None:
+        # After a kill -9 this line comes once crash recovery is done (:meth:`kill` returns
+        # once the backends are gone too: they notice the postmaster's death by themselves).
+        process.wait_for_line(_READY, timeout=60)
+        if self._first_start:
+            run([os.path.join(self.bin, "createdb"), "-h", str(self.socket_dir),
+                 "-p", str(self.port), "-U", USER, DATABASE],
+                user=self.os_user, what="createdb")
 
     def psql(self, sql: str) -> str:
         """Runs ``sql`` with psql over the unix socket (no password needed); its output
@@ -149,21 +127,6 @@ class PostgresServer:
         return run([psql, "-h", str(self.socket_dir), "-p", str(self.port), "-U", USER,
                     "-d", DATABASE, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
                    user=self.os_user, what="psql").strip()
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> PostgresServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresServer({self.url_without_password})"

@@ -18,31 +18,25 @@ from __future__ import annotations
 
 import re
 import secrets
-import shutil
-import signal
 import subprocess
-import tempfile
-from pathlib import Path
-from types import TracebackType
 
-from .processes import ServerProcess, ServiceStartError, find_program, free_port
+from .processes import ServerProcess, ServiceStartError, find_program
+from .server import Server
 from .tls import TLSFiles
 
 
-class RedisServer:
+class RedisServer(Server):
     """``url`` (``redis://:PASSWORD@127.0.0.1:PORT/0``, or ``rediss://``), ``url_without_password``,
     ``password`` (``None`` with ``password=False``), ``port``, ``dir``, ``tls``."""
 
     def __init__(self, *, password: bool = True, durable: bool = False,
                  tls: TLSFiles | None = None, maxmemory_policy: str | None = None) -> None:
         self.program = find_program("redis-server", package="redis-server")
-        self.port = free_port()
+        super().__init__("redis")
         self.password = f"pw-{secrets.token_hex(12)}" if password else None
         self.durable = durable
         self.tls = tls
         self.maxmemory_policy = maxmemory_policy
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-redis-"))
-        self.process: ServerProcess | None = None
         scheme = "rediss" if tls is not None else "redis"
         self.url_without_password = f"{scheme}://127.0.0.1:{self.port}/0"
         auth = f":{self.password}@" if self.password is not None else ""
@@ -93,53 +87,19 @@ class RedisServer:
         conf.write_text("\n".join(lines) + "\n")
         conf.chmod(0o600)
 
-    def start(self) -> RedisServer:
-        """Starts it (again, after :meth:`kill` or :meth:`stop`: same port, same folder)."""
-        if self.process is not None and self.process.alive():
-            return self
+    def launch(self) -> ServerProcess:
         major = self.version()[0]
         if major < 7:
             raise ServiceStartError(f"redis-server {major}.x is too old: 7 or later is needed")
-        self.process = ServerProcess("redis-server", [self.program, str(self.dir / "redis.conf")],
-                                     log=self.dir / "redis.log")
-        try:
-            # "Ready to accept connections" comes after the data is loaded (the AOF replayed).
-            self.process.wait_for_line(r"Ready to accept connections", timeout=30)
-        except BaseException:
-            self.process.stop()
-            raise
-        return self
+        return ServerProcess("redis-server", [self.program, str(self.dir / "redis.conf")],
+                             log=self.dir / "redis.log")
 
-    def kill(self) -> None:
-        """SIGKILL, as a crash: unless ``durable``, the data is gone."""
-        if self.process is not None:
-            self.process.kill()
+    def wait_ready(self, process: ServerProcess) -> None:
+        # "Ready to accept connections" comes after the data is loaded (the AOF replayed).
+        process.wait_for_line(r"Ready to accept connections", timeout=30)
 
-    def stop(self) -> None:
-        """SIGTERM: Redis's own shutdown."""
-        if self.process is not None:
-            self.process.stop(signal.SIGTERM)
-
-    def restart(self) -> None:
-        """kill -9, then start again on the same port with the same folder."""
-        self.kill()
-        self.process = None
-        self.start()
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+    # (SIGTERM, Redis's own shutdown, stops it; SIGKILL, as a crash, loses the data unless
+    # ``durable``.)
 
     def __repr__(self) -> str:
         # Never the password: reprs end up in assertion messages and logs.

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
-from types import TracebackType
 
-from .processes import ServerProcess, ServiceStartError, free_port
+from .processes import ServerProcess, ServiceStartError
+from .server import Server
 
 _BANNER = r"^bizmsg sandbox on http://127\.0\.0\.1:\d+;"
 _STOPPED = re.compile(
@@ -27,32 +24,27 @@ _STOPPED = re.compile(
     r"commits, ([\d,]+) replayed, ([\d,]+) throttled")
 
 
-class SandboxProcess:
+class SandboxProcess(Server):
     """``python -m bizmsg sandbox`` on a free loopback port; ``args`` are added to its command
     line (``["--enforce-limits"]``, ``["--max-logged-requests", "0"]``...)."""
 
     def __init__(self, args: Sequence[str] = (), *, port: int | None = None) -> None:
         self.args = list(args)
-        self.port = port or free_port()
+        super().__init__("sandbox", port=port)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.token = "sandbox-token-acme"
         self.stats: dict[str, int] | None = None
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-sandbox-"))
-        self.process: ServerProcess | None = None
 
-    def start(self) -> SandboxProcess:
+    def launch(self) -> ServerProcess:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        self.process = ServerProcess(
+        return ServerProcess(
             "bizmsg sandbox",
             [sys.executable, "-m", "bizmsg", "sandbox", "--port", str(self.port), *self.args],
             log=self.dir / "sandbox.log", env=env)
-        try:
-            self.process.wait_for_line(_BANNER, timeout=60)
-        except BaseException:
-            self.close()
-            raise
-        return self
+
+    def wait_ready(self, process: ServerProcess) -> None:
+        process.wait_for_line(_BANNER, timeout=60)
 
     def stop(self) -> dict[str, int] | None:
         """Stops it (SIGTERM) and returns the counts it printed, if it printed them."""
@@ -66,17 +58,6 @@ class SandboxProcess:
         self.process = None
         return self.stats
 
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
     def check_running(self) -> None:
         if self.process is None or not self.process.alive():
             raise ServiceStartError("the sandbox process is not running")
-
-    def __enter__(self) -> SandboxProcess:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

@@ -12,14 +12,11 @@ started is the one stopped. Started as root, Squid drops to its ``cache_effectiv
 
 from __future__ import annotations
 
-import shutil
-import signal
 import subprocess
-import tempfile
 from pathlib import Path
-from types import TracebackType
 
-from .processes import ServerProcess, chown_to, find_program, free_port, running_as_root
+from .processes import ServerProcess, chown_to, find_program, running_as_root
+from .server import Server
 
 _CONF = """\
 http_port 127.0.0.1:{port}
@@ -53,7 +50,7 @@ acl authenticated proxy_auth REQUIRED
 """
 
 
-class SquidServer:
+class SquidServer(Server):
     """``proxy_url`` (``http://127.0.0.1:PORT``, for ``proxy=``; with the user and password
     when ``credentials`` are asked for), ``port``, ``dir``, :meth:`access_log` (Squid's native
     log lines).
@@ -66,9 +63,8 @@ class SquidServer:
     def __init__(self, credentials: tuple[str, str] | None = None,
                  client_idle: str | None = None) -> None:
         self.program = find_program("squid", package="squid")
-        self.port = free_port()
+        super().__init__("squid")
         self.proxy_url = f"http://127.0.0.1:{self.port}"
-        self.dir = Path(tempfile.mkdtemp(prefix="bizmsg-squid-"))
         self._user = "proxy" if running_as_root() else None
         auth = ""
         if credentials is not None:
@@ -89,40 +85,19 @@ class SquidServer:
             auth=auth, authenticated="authenticated" if credentials else ""))
         if self._user is not None:
             chown_to(self.dir, self._user)
-        self.process: ServerProcess | None = None
 
     def version(self) -> str:
         out = subprocess.run([self.program, "-v"], capture_output=True, text=True, timeout=10).stdout
         return out.splitlines()[0].removeprefix("Squid Cache: Version ").strip() if out else "?"
 
-    def start(self) -> SquidServer:
-        self.process = ServerProcess(
+    def launch(self) -> ServerProcess:
+        return ServerProcess(
             "squid", [self.program, "-N", "-f", str(self.dir / "squid.conf")],
             log=self.dir / "squid.out")
-        try:
-            self.process.wait_listening(self.port, extra_logs=[self.dir / "cache.log"])
-        except BaseException:
-            self.process.stop()
-            raise
-        return self
+
+    def wait_ready(self, process: ServerProcess) -> None:
+        process.wait_listening(self.port, extra_logs=[self.dir / "cache.log"])
 
     def access_log(self) -> list[str]:
         path = self.dir / "access.log"
         return path.read_text(errors="replace").splitlines() if path.exists() else []
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stop(signal.SIGTERM)
-            self.process = None
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> SquidServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

@@ -131,7 +131,7 @@ class BulkResult:
         :meth:`to_records` (install ``bizmsg[pandas]``): it joins back to the input by
         ``to`` (and ``from``, the template), or by ``index``, its position. Its
         ``attrs["unread_from"]`` is :attr:`unread_from`."""
-        from .._frames import records_to_frame
+        from .._dataframes import records_to_frame
 
         frame = records_to_frame(
             (_record(outcome) for outcome in self.outcomes), columns=_RECORD_COLUMNS,

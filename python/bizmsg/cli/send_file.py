@@ -397,7 +397,7 @@ def _breaker(args: argparse.Namespace) -> dict[str, Any]:
 def service_unreachable(result: BulkResult) -> bool:
     """Whether the campaign stopped because the service could not be reached.
 
-    The hook for the campaign's breaker (issue 18: after N transport failures in a row, with
+    The hook for the campaign's breaker (after N transport failures in a row, with
     no success, a campaign stops by itself, every remaining message ``skipped``): the breaker
     stops on a message that never reached the service, so ``stopped_by.error`` is a
     ``TransportError`` that is not ``SendOutcomeUnknownError`` (``ConnectError``, or a

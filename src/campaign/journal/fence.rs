@@ -23,8 +23,9 @@
 //! Either wait is longer than the window, whatever the two hosts' clocks say (each compares
 //! times from one clock only; a step of the database server's own clock is not covered). A
 //! taker marks the run it takes over `lost` in the same transaction, under the run's row lock,
-//! so a holder's later round trip cannot confirm it. A run whose confirmations stop for
-//! `TAKE_OVER_AFTER` leases (its journal hung) takes itself for lost.
+//! so a holder's later round trip cannot confirm it. A run whose round trips stop answering
+//! for `TAKE_OVER_AFTER` leases (its journal hung) takes itself for lost; a run that was only
+//! frozen waits for its next round trip to say whether it was taken over (`valid`).
 //!
 //! No client-side fence is perfect: a process frozen between the check and its write (a few
 //! microseconds apart) still writes once when it resumes, with the message's recorded key; the
@@ -115,8 +116,6 @@ pub struct ClaimFence {
     confirmed: AtomicU64,
     /// How long after a confirmation the run may send.
     window: Duration,
-    /// Past this long without a confirmation the run is taken for dead by others.
-    given_up: Duration,
     lost: OnceLock<String>,
     /// Woken at each confirmation and at the loss.
     changed: Notify,
@@ -129,7 +128,6 @@ impl ClaimFence {
         let fence = ClaimFence {
             confirmed: AtomicU64::new(0),
             window: window(lease),
-            given_up: lease.mul_f64(TAKE_OVER_AFTER),
             lost: OnceLock::new(),
             changed: Notify::new(),
         };
@@ -170,22 +168,22 @@ impl ClaimFence {
         Ok(())
     }
 
-    /// Waits while the fence is only stale (a journal round trip is slow, or it is waiting for
-    /// another run's lock): until it is confirmed again, or lost. A run not confirmed for as
-    /// long as others wait before taking it over (its connection hung) takes itself for lost.
+    /// Waits while the fence is only stale (a journal round trip is slow, it is waiting for
+    /// another run's lock, or the process was frozen): until it is confirmed again, or lost.
+    ///
+    /// However long ago the last confirmation was, a stale fence is never taken for lost by
+    /// itself: a run frozen past its lease that nobody took over (the runs that met its claims
+    /// waited, then gave up) would otherwise send none of them, and nobody would. The next
+    /// round trip settles it: a taker records the run `lost` in the taking transaction, under
+    /// the run's row lock, so a confirmation after a take-over cannot happen. The wait is
+    /// bounded by the journal's own: a round trip that never answers loses the fence once
+    /// others would take the run over (`Writer::serve`).
     pub async fn valid(&self) -> std::result::Result<(), Unfenced> {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             match self.check() {
-                Err(Unfenced::Stale(age)) if age > self.given_up => {
-                    self.lose(format!(
-                        "its journal has not confirmed its claims for {:.1}s: others take them \
-                         over",
-                        age.as_secs_f64()
-                    ));
-                }
                 Err(Unfenced::Stale(_)) => {}
                 other => return other,
             }
@@ -254,12 +252,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_fence_never_confirmed_again_is_given_up_as_others_take_it_over() {
-        // Last confirmed 200 ms ago, with a lease of 80 ms: others took it over long since.
+    async fn a_fence_stale_past_a_take_over_waits_for_the_journal_to_say_whether_it_was_taken() {
+        // Last confirmed 200 ms ago, with a lease of 80 ms (a process frozen meanwhile): others
+        // may have taken it over, or not. Only the journal knows: the fence waits for it.
         let confirmed = stamp().saturating_sub(200_000_000);
-        let fence = ClaimFence::new(Duration::from_millis(80), confirmed);
-        let waited = tokio::time::timeout(Duration::from_secs(5), fence.valid()).await;
-        assert!(matches!(waited, Ok(Err(Unfenced::Lost(_)))), "{waited:?}");
-        assert!(fence.is_lost());
+        let fence = std::sync::Arc::new(ClaimFence::new(Duration::from_millis(80), confirmed));
+        let waited = tokio::time::timeout(Duration::from_millis(300), fence.valid()).await;
+        assert!(waited.is_err(), "{waited:?}");
+        assert!(!fence.is_lost());
+        // Nobody took it over: its next round trip confirms it, and it sends on.
+        let confirming = std::sync::Arc::clone(&fence);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            confirming.confirm(stamp());
+        });
+        assert_eq!(fence.valid().await, Ok(()));
+        // Taken over: its next round trip loses it.
+        let taken = ClaimFence::new(Duration::from_millis(80), confirmed);
+        taken.lose("taken over");
+        assert!(matches!(taken.valid().await, Err(Unfenced::Lost(_))));
     }
 }

@@ -31,12 +31,12 @@ use uuid::Uuid;
 
 use super::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
-use crate::campaign::message::Fingerprint;
+use crate::campaign::message::{Fingerprint, FingerprintKind};
 use crate::client::{tls_config, Verify};
 use crate::error::{Error, Result};
 
 /// The version of the `bizmsg` schema this code reads and writes.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 /// The advisory lock (transaction-level) that makes creating or changing the schema one step
 /// for all processes: a constant of bizmsg's own ("bizmsg" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0000_6269_7a6d_7367;
@@ -133,6 +133,14 @@ const OWN_LEASES: &str = "
     ALTER TABLE bizmsg.runs
         ADD COLUMN IF NOT EXISTS lease_seconds double precision NOT NULL DEFAULT 300;
     DROP FUNCTION IF EXISTS bizmsg.run_alive(uuid, double precision);";
+
+/// Version 3 knew messages only by xxh3 fingerprints: from version 4 each campaign records how
+/// its fingerprints are computed. Campaigns recorded before keep xxh3 (they resume with the
+/// identities and derived keys they began with); a campaign made now is SHA-256. A bizmsg of
+/// version 3 refuses the schema, so it never resumes a campaign it would not recognise.
+const FINGERPRINT_KINDS: &str = "
+    ALTER TABLE bizmsg.campaigns
+        ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT 'xxh3';";
 
 /// How the journal's statements are planned, for the session. Each statement finds its messages
 /// by the primary key's first columns, `fingerprint = ANY ($n) AND campaign = $1`, so what it
@@ -324,6 +332,7 @@ enum Command {
 pub struct PostgresJournal {
     commands: mpsc::UnboundedSender<Command>,
     campaign_id: String,
+    fingerprints: FingerprintKind,
     fence: Arc<ClaimFence>,
     /// The database as errors name it (no password).
     name: Arc<str>,
@@ -463,7 +472,13 @@ impl PostgresJournal {
             .batch_execute(PLANS)
             .await
             .map_err(|e| failed_pg("cannot set how its statements are planned", &e))?;
-        let campaign = prepare(&mut client, campaign_id)
+        // Durable commits unless a transaction says otherwise (one of results alone): a claim
+        // never relies on the server's default, and costs no statement of its own.
+        client
+            .batch_execute("SET synchronous_commit = on")
+            .await
+            .map_err(|e| failed_pg("cannot set its commits durable", &e))?;
+        let (campaign, fingerprints) = prepare(&mut client, campaign_id)
             .await
             .map_err(|e| failed("cannot prepare the schema", &e))?;
         let run = Uuid::new_v4();
@@ -513,6 +528,7 @@ impl PostgresJournal {
         Ok(PostgresJournal {
             commands,
             campaign_id: campaign_id.to_owned(),
+            fingerprints,
             fence,
             name,
         })
@@ -529,7 +545,10 @@ impl PostgresJournal {
 
 /// Makes the schema on first use (or checks its version) and the campaign's row; returns the
 /// campaign's id.
-async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<i64, Error> {
+async fn prepare(
+    client: &mut Client,
+    campaign_id: &str,
+) -> std::result::Result<(i64, FingerprintKind), Error> {
     let sql = |e: tokio_postgres::Error| Error::Campaign(describe(&e));
     let transaction = client.transaction().await.map_err(sql)?;
     transaction
@@ -556,6 +575,10 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
             transaction.batch_execute(SCHEMA).await.map_err(sql)?;
             transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
             transaction
+                .batch_execute(FINGERPRINT_KINDS)
+                .await
+                .map_err(sql)?;
+            transaction
                 .execute(
                     "INSERT INTO bizmsg.meta (name, value) VALUES ('schema_version', $1)",
                     &[&SCHEMA_VERSION.to_string()],
@@ -564,13 +587,19 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
                 .map_err(sql)?;
         }
         Some(Ok(SCHEMA_VERSION)) => {}
-        Some(Ok(version @ (1 | 2))) => {
+        Some(Ok(version @ (1..=3))) => {
             if version == 1 {
                 // Made by a development build: the key's order differs.
                 transaction.batch_execute(MESSAGES_KEY).await.map_err(sql)?;
             }
-            transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
-            transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
+            if version < 3 {
+                transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
+                transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
+            }
+            transaction
+                .batch_execute(FINGERPRINT_KINDS)
+                .await
+                .map_err(sql)?;
             transaction
                 .execute(
                     "UPDATE bizmsg.meta SET value = $1 WHERE name = 'schema_version'",
@@ -589,21 +618,28 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
     }
     transaction
         .execute(
-            "INSERT INTO bizmsg.campaigns (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO bizmsg.campaigns (name, fingerprint) VALUES ($1, $2)
+             ON CONFLICT (name) DO NOTHING",
+            &[&campaign_id, &FingerprintKind::Sha256.name()],
+        )
+        .await
+        .map_err(sql)?;
+    let found = transaction
+        .query_one(
+            "SELECT id, fingerprint FROM bizmsg.campaigns WHERE name = $1",
             &[&campaign_id],
         )
         .await
         .map_err(sql)?;
-    let id: i64 = transaction
-        .query_one(
-            "SELECT id FROM bizmsg.campaigns WHERE name = $1",
-            &[&campaign_id],
-        )
-        .await
-        .map_err(sql)?
-        .get(0);
+    let kind: String = found.get(1);
+    let fingerprints = FingerprintKind::from_name(&kind).ok_or_else(|| {
+        Error::Campaign(format!(
+            "campaign {campaign_id:?} knows its messages by a fingerprint this bizmsg does not \
+             compute ({kind:?})"
+        ))
+    })?;
     transaction.commit().await.map_err(sql)?;
-    Ok(id)
+    Ok((found.get(0), fingerprints))
 }
 
 impl JournalStore for PostgresJournal {
@@ -613,6 +649,10 @@ impl JournalStore for PostgresJournal {
 
     fn fence(&self) -> &Arc<ClaimFence> {
         &self.fence
+    }
+
+    fn fingerprints(&self) -> FingerprintKind {
+        self.fingerprints
     }
 
     fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
@@ -953,24 +993,36 @@ impl Writer {
         let statements = &self.statements;
         let started = stamp();
         let transaction = self.client.transaction().await.map_err(Attempt::of)?;
-        // Set either way: a claim must not rely on the server's default.
-        transaction
-            .batch_execute(if durable {
-                "SET LOCAL synchronous_commit = on"
+        // The session commits durably (set at open); results alone may go asynchronously.
+        // Sent in one go with the liveness check (tokio-postgres pipelines statements polled
+        // together): no round trip of its own.
+        let asynchronous = async {
+            if durable {
+                Ok(())
             } else {
-                "SET LOCAL synchronous_commit = off"
-            })
-            .await
-            .map_err(Attempt::of)?;
+                transaction
+                    .batch_execute("SET LOCAL synchronous_commit = off")
+                    .await
+            }
+        };
         // A run taken for dead (its lock found gone, its lease past) sends nothing more: its
         // claims may be another run's by now. It still writes the results of the messages it
         // holds (they went out), and nothing else.
         let mut taken = self.taken.is_some();
-        if !taken {
-            let found = transaction
-                .query_one(&statements.alive, &[&run])
-                .await
-                .map_err(Attempt::of)?;
+        let alive = async {
+            if taken {
+                Ok(None)
+            } else {
+                transaction
+                    .query_one(&statements.alive, &[&run])
+                    .await
+                    .map(Some)
+            }
+        };
+        let ((), found) = futures::future::try_join(asynchronous, alive)
+            .await
+            .map_err(Attempt::of)?;
+        if let Some(found) = found {
             if found.get::<_, i32>(1) != self.session {
                 return Err(Attempt::Stop(pooled(
                     &self.name,
@@ -1263,9 +1315,14 @@ async fn claim(
         .collect();
     let all_occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
     let all_take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    // A new message another run is inserting now (a run frozen inside its claim) is not waited
+    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`). Set with
+    // the next statement, in one go (it only matters to the claim's own, which follows).
+    let lock_timeout = format!("SET LOCAL lock_timeout = '{}ms'", lock_wait.as_millis());
     // (claimable, locked) of each recorded message; the others are new.
-    let recorded: HashMap<(Uuid, i32), (bool, bool)> = transaction
-        .query(
+    let ((), claimable) = futures::future::try_join(
+        transaction.batch_execute(&lock_timeout),
+        transaction.query(
             &statements.lock_claimable,
             &[
                 &campaign,
@@ -1275,8 +1332,10 @@ async fn claim(
                 &all_take_over,
                 &dead,
             ],
-        )
-        .await?
+        ),
+    )
+    .await?;
+    let recorded: HashMap<(Uuid, i32), (bool, bool)> = claimable
         .iter()
         .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
         .collect();
@@ -1308,14 +1367,6 @@ async fn claim(
     let occurrences: Vec<i32> = free.iter().map(|c| occurrence_of(c.identity)).collect();
     let keys: Vec<&str> = free.iter().map(|c| c.key.as_str()).collect();
     let take_over: Vec<bool> = free.iter().map(|c| c.take_over).collect();
-    // A new message another run is inserting now (a run frozen inside its claim) is not waited
-    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`).
-    transaction
-        .batch_execute(&format!(
-            "SET LOCAL lock_timeout = '{}ms'",
-            lock_wait.as_millis()
-        ))
-        .await?;
     let won_rows = transaction
         .query(
             &statements.claim,
@@ -1747,6 +1798,7 @@ mod tests {
             .batch_execute(
                 "ALTER TABLE bizmsg.messages DROP CONSTRAINT messages_pkey, \
                    ADD CONSTRAINT messages_pkey PRIMARY KEY (campaign, fingerprint, occurrence); \
+                 ALTER TABLE bizmsg.campaigns DROP COLUMN fingerprint; \
                  UPDATE bizmsg.meta SET value = '1' WHERE name = 'schema_version'",
             )
             .await
@@ -1754,6 +1806,14 @@ mod tests {
         let reopened = PostgresJournal::open(&server.url, "spring", LEASE)
             .await
             .unwrap();
+        // Its campaign knew its messages by xxh3, and still does; a campaign made now is
+        // SHA-256.
+        assert_eq!(reopened.fingerprints(), FingerprintKind::Xxh3);
+        let summer = PostgresJournal::open(&server.url, "summer", LEASE)
+            .await
+            .unwrap();
+        assert_eq!(summer.fingerprints(), FingerprintKind::Sha256);
+        drop(summer);
         let key: String = client
             .query_one(
                 "SELECT pg_get_constraintdef(oid) FROM pg_constraint \

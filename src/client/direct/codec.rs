@@ -691,11 +691,11 @@ mod tests {
             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             "HTTP/1.1 2000 OK\r\n\r\n",
             "SMTP ready\r\n\r\n",
-            // Issue 17, item 3: three digits that are no HTTP status.
+            // Three digits that are no HTTP status.
             "HTTP/1.1 099 OK\r\nContent-Length: 0\r\n\r\n",
             "HTTP/1.1 000 OK\r\nContent-Length: 0\r\n\r\n",
             "HTTP/1.1 600 Odd\r\nContent-Length: 0\r\n\r\n",
-            // Issue 17, item 8: an HTTP/1.0 answer's Transfer-Encoding cannot be trusted.
+            // An HTTP/1.0 answer's Transfer-Encoding cannot be trusted.
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
             // Found by the differential fuzzing: a coding that is not visible ASCII.
@@ -780,7 +780,7 @@ mod tests {
         }
     }
 
-    /// Issue 17, item 5: extensions and padding of chunk-size lines are capped per body, the
+    /// Extensions and padding of chunk-size lines are capped per body, the
     /// trailers too, and the wire bytes of a body are counted (what max_response_bytes caps).
     #[test]
     fn extensions_trailers_and_wire_bytes_are_bounded() {

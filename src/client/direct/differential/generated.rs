@@ -391,7 +391,7 @@ fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
     let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
     let answers: Vec<(Vec<u8>, &str)> =
         vec![
-        // A status outside 100–599 is no answer (issue 17, item 3; hyper takes 100–999).
+        // A status outside 100–599 is no answer (hyper takes 100–999).
         (
             b"HTTP/1.1 600 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
             "is not an HTTP status",
@@ -400,7 +400,7 @@ fn answers_bizmsg_refuses_on_purpose_and_hyper_takes() {
             b"HTTP/1.1 999 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
             "is not an HTTP status",
         ),
-        // No request asks for an upgrade (issue 17, item 4).
+        // No request asks for an upgrade.
         (
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec(),
             "Switching Protocols, which no request asked for",

@@ -1,6 +1,6 @@
 //! The direct transport's HTTP/1.1 reading, fuzzed differentially against hyper's client.
 //!
-//! bizmsg keeps its own HTTP/1.1 codec for speed (README, "Architecture"); it must then be at
+//! bizmsg keeps its own HTTP/1.1 codec for speed (CONTRIBUTING.md, "Architecture"); it must then be at
 //! least as strict as hyper, the client most Rust HTTP stacks stand on. Each answer is served
 //! over a real loopback socket, cut into writes, once to a bizmsg connection and once to
 //! `hyper::client::conn::http1`. What must hold:
@@ -218,7 +218,7 @@ const REFUSED_ON_PURPOSE: &[&str] = &[
     // cannot parse), httparse ends the section at the LF; framed two ways, the answer is
     // refused rather than leave bytes on the connection (found with BIZMSG_FUZZ_SEED=1795643431).
     "the answer's trailers have a bare CR or LF",
-    // Transfer-Encoding on an HTTP/1.0 answer (issue 17, item 8), whatever its status: hyper
+    // Transfer-Encoding on an HTTP/1.0 answer, whatever its status: hyper
     // reads a 204 or 304 such as this, whose framing does not matter, as empty (found with
     // BIZMSG_FUZZ_SEED=1795659066).
     "the answer is HTTP/1.0 with Transfer-Encoding, a framing that cannot be trusted",

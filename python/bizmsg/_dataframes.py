@@ -1,7 +1,8 @@
-"""Plain records and pandas DataFrames from bizmsg models (or any dataclasses).
+"""pandas DataFrames (and plain records) from bizmsg models, or any dataclasses.
 
-This module is imported by ``import bizmsg`` (for :func:`to_pandas`), so it imports nothing
-that the package does not already load; pandas is imported when a frame is built.
+Imported when a frame or a record is first asked for (``Page.to_pandas()``,
+:func:`bizmsg.to_pandas`, ``BulkResult.to_pandas()``); pandas itself is imported when a frame
+is built. It imports no other module of bizmsg: it reads models as dataclasses.
 
 The rules, for every frame built here:
 
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["to_pandas", "record", "models_to_frame", "records_to_frame", "require_pandas"]
+__all__ = ["record", "models_to_frame", "records_to_frame", "require_pandas"]
 
 _INSTALL_HINT = "pip install 'bizmsg[pandas]'"
 
@@ -263,9 +264,10 @@ def utc_column(pd: Any, values: Any) -> Any:
 
 
 def models_to_frame(items: Iterable[Any], *, explode: bool = False,
-                    what: str = "to_pandas()") -> Any:
+                    what: str = "to_pandas()", pages: type | None = None) -> Any:
     """One DataFrame from dataclass instances (bizmsg models or others), by the rules of this
-    module. Pages among the items contribute their items (so an ``iter_pages()`` works too)."""
+    module. Items of the class ``pages`` (bizmsg's pages) contribute their ``data`` instead
+    (so an ``iter_pages()`` works too)."""
     pd = require_pandas(what)  # before consuming anything: a listing is not fetched in vain
     if hasattr(items, "__aiter__") and not hasattr(items, "__iter__"):
         raise TypeError(
@@ -275,7 +277,7 @@ def models_to_frame(items: Iterable[Any], *, explode: bool = False,
     columns = _Columns()
     datetime_columns: set[str] = set()
     seen: set[type] = set()
-    for item in _flatten(items, what):
+    for item in _flatten(items, what, pages):
         cls = type(item)
         lay = layout(cls)
         if cls not in seen:
@@ -308,12 +310,10 @@ def records_to_frame(records: Iterable[Mapping[str, Any]], *,
     return _frame(pd, gathered, datetime_columns)
 
 
-def _flatten(items: Iterable[Any], what: str) -> Iterator[object]:
-    from .models import Page
-
+def _flatten(items: Iterable[Any], what: str, pages: type | None) -> Iterator[object]:
     for item in items:
-        if isinstance(item, Page):
-            yield from item.data  # pyright: ignore[reportUnknownMemberType]
+        if pages is not None and isinstance(item, pages):
+            yield from getattr(item, "data")
         elif _is_instance(item):
             yield item
         else:
@@ -321,26 +321,3 @@ def _flatten(items: Iterable[Any], what: str) -> Iterator[object]:
                 f"{what} takes bizmsg models (or other dataclass instances), "
                 f"got {type(item).__name__}"
             )
-
-
-def to_pandas(items: Iterable[Any], *, explode: bool = False) -> Any:
-    """One ``pandas.DataFrame`` from any iterable of bizmsg models: a list, a :class:`Page`,
-    ``client.business_phone_numbers.iter(page_size=1000)`` (consumed lazily, page by page) or
-    ``iter_pages()`` (each page's items). Needs ``pip install 'bizmsg[pandas]'``.
-
-    Columns are the snake_case field names. Timestamps are ``datetime64[ns, UTC]`` columns
-    (``NaT`` where the service sent none or one that could not be parsed). Accounts give one
-    row each, with ``business_phone_numbers`` holding the **number** of their phone numbers
-    and ``phone_number_ids`` the list of their ids; with ``explode=True``, one row per
-    (account, number) instead, the number's fields prefixed ``number_`` (an account without
-    numbers keeps one row with those columns empty). ``explode`` changes nothing for items
-    without nested numbers. An empty iterable gives an empty DataFrame.
-
-    >>> frame = bizmsg.to_pandas(client.business_phone_numbers.iter(page_size=1000))
-    >>> frame.groupby("quality_rating").size()
-    """
-    if isinstance(items, (str, bytes, Mapping)):
-        raise TypeError("bizmsg.to_pandas() takes an iterable of bizmsg models")
-    if _is_instance(items) and not hasattr(items, "__iter__"):
-        items = [items]  # one model: one row (or its exploded rows)
-    return models_to_frame(items, explode=explode, what="bizmsg.to_pandas()")
