@@ -27,7 +27,7 @@ mod python;
 /// (`wire::fuzz` is the other). Only with the `fuzzing` feature, which brings hyper's client.
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {
-    pub use crate::client::direct::differential::read_alike;
+    pub use crate::client::http1::differential::read_alike;
 }
 
 pub use client::{CallOptions, Client, ClientConfig, Timeout};

@@ -1,5 +1,5 @@
-//! What a transport learns of how long the server keeps an idle connection open: the direct
-//! transport's pool (`direct/pool.rs`), and the HTTP/2 transport (`proxied/idleness.rs`), whose
+//! What a transport learns of how long the server keeps an idle connection open: the HTTP/1.1
+//! transport's pool (`http1/pool.rs`), and the HTTP/2 transport (`http2/idleness.rs`), whose
 //! connection is reqwest's.
 //!
 //! The keep-alive race: a request written on a pooled connection just as the server closes it

@@ -4,15 +4,15 @@
 mod body;
 mod config;
 mod decide;
-pub(crate) mod direct;
 mod error_body;
 mod execute;
 mod gate;
+pub(crate) mod http1;
+mod http2;
 mod idle_limit;
 mod meta;
 mod operation;
 mod per_runtime;
-mod proxied;
 mod request;
 mod retry;
 mod tls;
@@ -33,9 +33,9 @@ pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
 pub(crate) use body::{SendFence, SendProgress};
-pub(crate) use direct::check_any_answer;
 pub use error_body::error_body;
 pub(crate) use execute::Answer;
+pub(crate) use http1::check_any_answer;
 pub(crate) use operation::{Operation, SendContext};
 
 use crate::error::{Error, Result};

@@ -265,8 +265,8 @@ async fn serve_connection(
         request.extensions_mut().insert(number);
         service.call(request)
     });
-    // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=proxied), whose tests
-    // run on the sandbox as the direct transport's do. A cut drops every stream of the
+    // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=http2), whose tests
+    // run on the sandbox as the HTTP/1.1 transport's do. A cut drops every stream of the
     // connection: in those tests one request is in flight per connection when it matters.
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -69,7 +69,7 @@ pub fn decode_everything(data: &[u8]) {
     refused(&BusinessPhoneNumber::from_json(body).map(drop), "number");
     let (_, message) = crate::client::error_body(data);
     assert!(message.chars().count() <= 501, "error message not bounded");
-    // The same bytes as an HTTP/1.1 answer off the wire (the direct transport's parser).
+    // The same bytes as an HTTP/1.1 answer off the wire (the HTTP/1.1 transport's parser).
     crate::client::check_any_answer(data);
 }
 

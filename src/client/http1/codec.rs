@@ -1,4 +1,4 @@
-//! HTTP/1.1 as the direct transport writes and reads it (RFC 9112): a request serialised into
+//! HTTP/1.1 as bizmsg writes and reads it (RFC 9112): a request serialised into
 //! one buffer, an answer's head parsed by httparse, and its body framed by `Content-Length`,
 //! chunked transfer coding, or the end of the connection.
 //!

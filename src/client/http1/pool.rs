@@ -1,4 +1,4 @@
-//! The idle connections of the direct transport, per runtime (`per_runtime.rs` says why), and
+//! The idle connections of the HTTP/1.1 transport, per runtime (`per_runtime.rs` says why), and
 //! which one a request takes: the most recently used one that is still open.
 
 use std::time::{Duration, Instant};
