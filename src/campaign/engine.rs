@@ -23,7 +23,9 @@ use super::admit::{
 };
 use super::breaker::Breaker;
 use super::claim_size::ClaimSize;
-use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
+use super::handle::{
+    Campaign, Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP,
+};
 use super::journal::{
     row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
     Row, SqliteJournal,
@@ -32,11 +34,12 @@ use super::keys::KeySource;
 use super::message::Input;
 use super::outcome::Outcome;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
-use super::senders::{Account, Directory, SenderPolicy};
+use super::senders::SenderPolicy;
 use super::waiting::{self, Due, Waiting};
-use crate::client::{Client, Gate};
+use crate::api::{Account, Directory};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::limits::{LimitsStore, LocalLimits, TierVerdict};
+use crate::limits::{Gate, LimitsStore, LocalLimits, TierVerdict};
 
 /// Items asked for at a time.
 const CHUNK: usize = 512;
@@ -115,10 +118,32 @@ fn evicting_store(policy: &str, enforcing_tier: bool) -> Result<()> {
     Ok(())
 }
 
+impl<P: Send + 'static> Campaign<P> {
+    /// Starts the campaign on `runtime`. The first event asks for input.
+    pub fn start(
+        client: Client,
+        options: Options,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Self> {
+        options.check(&client)?;
+        let (input, input_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let control = Arc::new(Control::new());
+        let task = runtime.spawn(run(
+            client,
+            options,
+            input_rx,
+            events_tx,
+            Arc::clone(&control),
+        ));
+        Ok(Campaign::new(input, events, control, task))
+    }
+}
+
 /// Claims being made, and the queue they were made for.
 type Marking = BoxFuture<'static, Result<(u64, Vec<Claimed>)>>;
 
-pub(super) async fn run<P: Send + 'static>(
+async fn run<P: Send + 'static>(
     client: Client,
     options: Options,
     mut input: mpsc::UnboundedReceiver<Feed<P>>,

@@ -13,17 +13,16 @@
 //!   built without it.
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
-//! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
+//! in the same terms ([`Reply`](super::reply::Reply), or an [`Error`] the attempt loop judges), so the attempt loop
 //! (`execute.rs`) cannot tell them apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::config::{ClientConfig, Verify};
 use super::http1::{proxy_for, Http1Transport, ProxyChoice};
 use super::http2::Http2Transport;
+use super::reply::Reply;
 use super::request::Outgoing;
 use super::tls;
 use crate::error::{Error, Result};
@@ -33,26 +32,6 @@ use crate::error::{Error, Result};
 pub enum TransportKind {
     Http1,
     Http2,
-}
-
-/// An answer as it came off the wire.
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    /// `X-Request-Id`, the service's id of the request.
-    pub(crate) request_id: Option<String>,
-    /// `Retry-After`, unparsed.
-    pub(crate) retry_after: Option<String>,
-    /// The body, or its first `limit` bytes when it was larger (see `oversized`).
-    pub(crate) body: Bytes,
-    /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
-    /// seen so far (reading stopped there).
-    pub(crate) oversized: Option<Oversized>,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Oversized {
-    pub(crate) size: u64,
-    pub(crate) declared: bool,
 }
 
 pub(crate) struct Transport {

@@ -10,6 +10,7 @@
 //! - `redis/`: in Redis, shared by every process and host given the same URL
 //!   (`shared_limits=`), so that their sum keeps the limits.
 
+mod gate;
 mod local;
 mod paces;
 mod redis;
@@ -21,8 +22,9 @@ use futures::future::BoxFuture;
 
 use crate::error::Result;
 
+pub use gate::Gate;
 pub use local::LocalLimits;
-pub(crate) use paces::SenderPaces;
+pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
 
 // Where the journal names a store's URL; redaction itself is `masking.rs`'s.

@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
 use super::config::SandboxConfig;
+use super::connection::{ConnectionNumber, CutSignal};
 use super::faults::{Fault, Route};
 use super::log::RecordedRequest;
 use super::routes::router;
@@ -31,23 +32,6 @@ const FIRST_BYTES_TIMEOUT: Duration = if cfg!(test) {
 } else {
     IDLE_CONNECTION_TIMEOUT
 };
-
-/// Lets a request handler drop the connection it arrived on without answering. Put into every
-/// request's extensions by the connection task.
-#[derive(Clone)]
-pub(crate) struct CutSignal(Arc<Notify>);
-
-impl CutSignal {
-    pub(crate) fn cut(&self) {
-        // `notify_one` keeps a permit, so a cut is not lost if the connection task is busy.
-        self.0.notify_one();
-    }
-}
-
-/// Which TCP connection (numbered from 1 in accept order) a request arrived on, so tests can
-/// see keep-alive reuse. Put into every request's extensions by the connection task.
-#[derive(Clone, Copy)]
-pub(crate) struct ConnectionNumber(pub(crate) u64);
 
 /// A running sandbox server. Every method may be called from any thread; dropping it shuts the
 /// server down.

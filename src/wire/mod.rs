@@ -7,7 +7,6 @@
 
 mod account;
 #[doc(hidden)]
-pub mod fuzz;
 mod json;
 pub mod model;
 mod page;

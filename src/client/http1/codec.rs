@@ -508,7 +508,7 @@ fn crlf_lines(bytes: &[u8]) -> bool {
     })
 }
 
-/// For the fuzzers (`wire::fuzz`): the head parser and the chunked decoder on any bytes. What
+/// For the fuzzers (`crate::fuzzing`): the head parser and the chunked decoder on any bytes. What
 /// must hold: no panic; a parsed head lies within the bytes; a decoded body is never longer
 /// than what was consumed to decode it.
 pub(crate) fn check_any_answer(data: &[u8]) {

@@ -24,13 +24,12 @@ use http::HeaderValue;
 
 use super::idle_limit::IdleLimit;
 use super::per_runtime::PerRuntime;
+use super::reply::Reply;
 use super::request::Outgoing;
-use super::transport::Reply;
 use crate::error::{Error, Result};
 use connection::{Conn, Connector, RequestHead};
 
 pub(crate) use codec::check_any_answer;
-pub(crate) use pool::IDLE_TIMEOUT;
 pub(crate) use proxy::{proxy_for, ProxyChoice, ViaProxy};
 
 pub(crate) struct Http1Transport {

@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
 
-use super::http1::IDLE_TIMEOUT;
 use super::idle_limit::IdleLimit;
+use super::idle_limit::IDLE_TIMEOUT;
 use super::per_runtime::PerRuntime;
+use super::reply::{Oversized, Reply};
 use super::request::Outgoing;
-use super::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
 use idleness::{CountConnections, Idleness, InFlight};
 

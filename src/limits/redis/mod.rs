@@ -93,7 +93,7 @@ mod target;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use self::link::Link;
@@ -102,6 +102,7 @@ use self::scripts::Keys;
 use self::target::{Clock, Target};
 use super::check_rate;
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// The limits shared through one Redis.
 pub struct RedisLimits {
@@ -118,12 +119,6 @@ impl std::fmt::Debug for RedisLimits {
             .field("url", &self.target.shown)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn micros(duration: Duration) -> u64 {

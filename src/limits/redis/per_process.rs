@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::from_micros;
 use super::link::Link;
 use super::slots::Pool;
-use super::{from_micros, lock};
 use crate::limits::Scope;
+use crate::sync::lock;
 
 /// What one process keeps.
 pub(super) struct PerProcess {
