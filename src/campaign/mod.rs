@@ -15,6 +15,7 @@
 //! - `senders`: the senders' directory and checks for `pace="auto"` (the platform's verdicts
 //!   and tiers are `crate::platform`'s, the limits are kept by `crate::limits`);
 //! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
+//!   `open_journal`: opening the one a campaign was given;
 //! - `plan`: the preflight (`plan()` / `dry_run=True`).
 
 mod admit;
@@ -25,6 +26,7 @@ mod handle;
 mod journal;
 mod keys;
 mod message;
+mod open_journal;
 mod outcome;
 mod plan;
 mod send;

@@ -13,6 +13,7 @@ use super::message::Prepared;
 pub(super) use crate::api::Account;
 use crate::api::Directory;
 use crate::error::{Error, Result};
+use crate::limits::{LimitsStore, TierVerdict};
 use crate::platform::{verdict, Verdict};
 
 /// What `pace="auto"` decides for each message of a campaign: whether its sender may send, at
@@ -168,4 +169,94 @@ impl SenderPolicy {
         }
         warnings
     }
+}
+
+/// What counting a batch's new recipients against their accounts' tiers found.
+pub(super) struct TierCount {
+    /// The messages (by position in the batch) that must not go, and why.
+    pub(super) refused: HashMap<usize, String>,
+    /// At 80 % of a tier and past it, in the order found.
+    pub(super) warnings: Vec<Warning>,
+    /// The store failed: the accounts after this one were not counted.
+    pub(super) failure: Option<Error>,
+}
+
+/// Counts the recipients of the messages about to be queued (`counted`: position, recipient,
+/// account) against their accounts' tiers (`pace="auto"`): warns at 80 % and past a tier, and
+/// refuses new recipients past a tier when `enforce_tier` is on (with shared limits every
+/// process's recipients count; in one process, this campaign's).
+pub(super) async fn count_tiers(
+    limits: &dyn LimitsStore,
+    mut policy: Option<&mut SenderPolicy>,
+    counted: Vec<(usize, u64, Arc<Account>)>,
+    enforce_tier: bool,
+) -> TierCount {
+    let mut found = TierCount {
+        refused: HashMap::new(),
+        warnings: Vec::new(),
+        failure: None,
+    };
+    let mut by_account: Vec<(Arc<Account>, Vec<usize>, Vec<u64>)> = Vec::new();
+    for (position, recipient, account) in counted {
+        match by_account
+            .iter_mut()
+            .find(|(known, _, _)| known.id == account.id)
+        {
+            Some((_, positions, recipients)) => {
+                positions.push(position);
+                recipients.push(recipient);
+            }
+            None => by_account.push((account, vec![position], vec![recipient])),
+        }
+    }
+    let shared = limits.is_shared();
+    for (account, positions, recipients) in by_account {
+        let Some(limit) = account.limit else { continue };
+        let count = match limits
+            .count_recipients(&account.id, limit, &recipients)
+            .await
+        {
+            Ok(count) => count,
+            Err(error) => {
+                found.failure = Some(error);
+                return found;
+            }
+        };
+        let over = count.verdicts.contains(&TierVerdict::Over);
+        if let Some(policy) = policy.as_deref_mut() {
+            found.warnings.extend(policy.tier_warnings(
+                &account,
+                count.unique,
+                over,
+                shared,
+                enforce_tier,
+            ));
+        }
+        if enforce_tier {
+            // In one process, only the recipients this campaign itself counted are known:
+            // the messages it knows are past the tier fail up front all the same.
+            let seen = if shared {
+                ""
+            } else {
+                "; counted in this campaign only (other processes' and earlier campaigns' \
+                 recipients are not seen here: shared_limits= counts them all)"
+            };
+            for (position, verdict) in positions.iter().zip(&count.verdicts) {
+                if *verdict == TierVerdict::Over {
+                    found.refused.insert(
+                        *position,
+                        format!(
+                            "a new recipient past the messaging tier {} of account {} \
+                             ({limit} unique recipients per rolling 24 h): not sent, the \
+                             platform would refuse it (enforce_tier=False sends it \
+                             anyway){seen}",
+                            account.tier.as_deref().unwrap_or("?"),
+                            account.id
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    found
 }
