@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::Meta;
+use crate::meta::Meta;
 use crate::wire::SendResult;
 
 pub type Result<T> = std::result::Result<T, Error>;

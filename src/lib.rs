@@ -11,10 +11,16 @@ pub mod api;
 pub mod campaign;
 pub mod client;
 pub mod error;
+pub mod fuzzing;
 pub mod limits;
 pub mod masking;
+pub mod meta;
+#[cfg(test)]
+mod module_cycles;
+pub mod platform;
 pub mod process;
 pub mod sandbox;
+mod sync;
 #[cfg(test)]
 mod test_servers;
 pub mod validate;
@@ -22,13 +28,6 @@ pub mod wire;
 
 #[cfg(feature = "python")]
 mod python;
-
-/// Entry points for the cargo-fuzz targets in `fuzz/` that need more than the public API
-/// (`wire::fuzz` is the other). Only with the `fuzzing` feature, which brings hyper's client.
-#[cfg(feature = "fuzzing")]
-pub mod fuzzing {
-    pub use crate::client::direct::differential::read_alike;
-}
 
 pub use client::{CallOptions, Client, ClientConfig, Timeout};
 pub use error::{Error, Result};

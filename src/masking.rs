@@ -1,5 +1,6 @@
-//! Phone numbers as logs and error messages may show them: masked, so that a log line never
-//! carries a whole number of a person.
+//! What logs, error messages and reprs may show of a value: phone numbers masked, so that a log
+//! line never carries a whole number of a person; URLs without their password; long text cut
+//! short. A leaf: it imports nothing of the crate, so every module may use it.
 
 /// A phone number as logs may show it: `8613800000000` -> `8613****0000`.
 pub fn mask_phone(value: &str) -> String {
@@ -66,6 +67,38 @@ pub fn mask_phone_numbers(text: &str) -> String {
     out
 }
 
+/// `url` with its password replaced by `***`: how errors, logs and reprs name a store.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.has_host() => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        // Not a URL with a host (`user:password@host`, read as the scheme `user`; a typo):
+        // what comes before the last '@' may be a credential, and is not shown.
+        _ => match url.rsplit_once('@') {
+            Some((before, host)) => {
+                let scheme = before
+                    .split_once("://")
+                    .map_or(String::new(), |(scheme, _)| format!("{scheme}://"));
+                format!("{scheme}***@{host}")
+            }
+            None => url.to_owned(),
+        },
+    }
+}
+
+/// `text` cut to `max_chars` characters, with an ellipsis when cut: a body, a value or a repr
+/// quoted in an error message stays one readable line.
+pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", text.get(..cut).unwrap_or(text)),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +132,29 @@ mod tests {
             ("page 12 of 1234567", "page 12 of 1234567"),
         ] {
             assert_eq!(mask_phone_numbers(line), masked, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_password_however_it_is_mistyped() {
+        for (url, shown) in [
+            (
+                "redis://:s3cret@127.0.0.1:6379/0",
+                "redis://:***@127.0.0.1:6379/0",
+            ),
+            (
+                "postgresql://u:s3cret@db:5432/x",
+                "postgresql://u:***@db:5432/x",
+            ),
+            // No scheme: `u` would be taken for one, the rest for a path.
+            ("u:s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
+            (":s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
+            ("redis:s3cret@host", "***@host"),
+            ("redis://:s3cret@/0", "redis://***@/0"),
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("localhost", "localhost"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
         }
     }
 }

@@ -144,7 +144,7 @@ pub fn parameters(value: &Value) -> Result<String> {
 
 /// A JSON value as a message names it: its kind, and a short rendering of it.
 fn describe(value: &Value) -> String {
-    let shown = crate::wire::fields::truncate(&value.to_string(), 40);
+    let shown = crate::masking::truncate(&value.to_string(), 40);
     match value {
         Value::Null => "None (null)".to_owned(),
         Value::Bool(_) => format!("a bool ({shown})"),

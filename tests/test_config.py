@@ -618,17 +618,17 @@ def test_headers_that_change_the_exchange_cannot_be_set(name: str) -> None:
         client.with_options(headers={name: "x"})
 
 
-def test_the_direct_transport_forced_with_a_proxy_uses_it_or_refuses_it(
+def test_the_http1_transport_forced_with_a_proxy_uses_it_or_refuses_it(
     monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
 ) -> None:
-    """``BIZMSG_TRANSPORT=direct`` used to drop ``proxy=`` without a word.
-    The direct transport now speaks to http:// and https:// proxies (the dead ones here are
+    """``BIZMSG_TRANSPORT=direct`` (the former name of ``http1``, still accepted) used to drop
+    ``proxy=`` without a word. The HTTP/1.1 transport now speaks to http:// and https:// proxies (the dead ones here are
     what the call meets); SOCKS, which neither transport speaks, is refused."""
     monkeypatch.setenv("BIZMSG_TRANSPORT", "direct")
     for scheme in ("http", "https"):
         dead_proxy = f"{scheme}://127.0.0.1:{free_port()}"
         with sandbox.client(proxy=dead_proxy, max_retries=0) as client:
-            assert client._native.transport == "direct"
+            assert client._native.transport == "http1"
             with pytest.raises(bizmsg.ConnectError, match="proxy"):
                 client.business_accounts.list()
     assert sandbox.requests() == []
@@ -639,8 +639,8 @@ def test_the_direct_transport_forced_with_a_proxy_uses_it_or_refuses_it(
 def test_the_http2_transport_refuses_a_plain_http_service_behind_a_proxy(
     monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox
 ) -> None:
-    """``BIZMSG_TRANSPORT=proxied`` speaks HTTP/2 only, which an HTTP proxy does not forward:
-    a plain http:// service behind a proxy is refused when the client is made, naming the
+    """``BIZMSG_TRANSPORT=proxied`` (the former name of ``http2``, still accepted) speaks HTTP/2
+    only, which an HTTP proxy does not forward: a plain http:// service behind a proxy is refused when the client is made, naming the
     proxy without its password; without a proxy it speaks h2c to the sandbox."""
     monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
     with pytest.raises(bizmsg.ConfigurationError, match="HTTP/2 only") as refused:
@@ -648,5 +648,5 @@ def test_the_http2_transport_refuses_a_plain_http_service_behind_a_proxy(
     assert "s3cret" not in str(refused.value)
     assert "http://127.0.0.1:" in str(refused.value)
     with sandbox.client() as client:
-        assert client._native.transport == "proxied"
+        assert client._native.transport == "http2"
         assert client.business_accounts.list().data

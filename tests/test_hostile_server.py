@@ -1,9 +1,9 @@
 """The hostile-server suite: crafted answers from a raw-socket server of our own
-(``hostile_server.py``), run through the direct transport, bizmsg's own HTTP/1.1 codec and the
+(``hostile_server.py``), run through the HTTP/1.1 transport, bizmsg's own HTTP/1.1 codec and the
 one reader of HTTP/1.1 answers, on a send and on a listing, sync and, where the runtime matters
 (the pool, the reactor, timeouts), async too; every run is held to one expected judgment.
 
-The other transport (``BIZMSG_TRANSPORT=proxied``, reqwest) speaks HTTP/2 only: offered an
+The other transport (``BIZMSG_TRANSPORT=http2``, reqwest) speaks HTTP/2 only: offered an
 HTTP/1.1 answer it fails at once, never reading it (the last test here; its HTTP/2 behaviour is
 tested against nginx in ``test_services.py`` and ``test_real_servers.py``). It once read
 HTTP/1.1 with hyper, which skipped any number of interim answers and counted decoded bytes
@@ -58,7 +58,7 @@ from hostile_server import (
 )
 
 #: The transports that read HTTP/1.1 answers (the parametrization keeps room for another).
-TRANSPORTS = ("direct",)
+TRANSPORTS = ("http1",)
 BOTH_MODES = ("sync", "async")
 SYNC = ("sync",)
 
@@ -198,7 +198,7 @@ class Case:
     expect: Expect
     wrong_today: Sequence[tuple[str, str]] = ()
     """``(selector, reason)``: where today's code judges otherwise. The selector names a
-    transport, a mode, or both (``direct-sync``; empty: everywhere)."""
+    transport, a mode, or both (``http1-sync``; empty: everywhere)."""
     racy_today: Sequence[tuple[str, str]] = ()
     """The same, where today's code judges otherwise only when it loses a race (in some runs):
     a non-strict xfail, to be made strict or removed with the fix."""
@@ -443,7 +443,7 @@ CASES: list[Case] = [
          Expect("unknown", 1, cause="DecodeError", connection="reused")),
     # Over max_response_bytes: declared (nothing read) and chunked (cut while reading). The
     # connection is not judged: hyper drains a body that has already arrived and then keeps
-    # the connection, in step; the direct transport drops it.
+    # the connection, in step; the HTTP/1.1 transport drops it.
     *[Case(f"too-large-{name}", op, [script(Send(data))],
            Expect("unknown", 1, cause="ResponseTooLargeError")
            if op == "send" else Expect("ResponseTooLargeError", 1),
@@ -575,16 +575,16 @@ HTTP1_ONLY = {
 @pytest.mark.parametrize("name", list(HTTP1_ONLY))
 def test_the_http2_transport_never_reads_an_http1_answer(
         name: str, op: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``BIZMSG_TRANSPORT=proxied`` speaks HTTP/2 by prior knowledge: a server answering in
+    """``BIZMSG_TRANSPORT=http2`` speaks HTTP/2 by prior knowledge: a server answering in
     HTTP/1.1 (here, to the preface's ``PRI * HTTP/2.0`` line) fails the call at the answer's
     first bytes, however endless: a send is unknown (its request had been written), a listing
     is retried and then fails, and the server never writes a flood's worth."""
-    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "http2")
     answer = HTTP1_ONLY[name]
     with HostileServer([answer], default=answer) as server:
         caller = Caller("sync", server.base_url, ENDLESS)
         try:
-            assert caller.transport == "proxied"
+            assert caller.transport == "http2"
             error = (bizmsg.SendOutcomeUnknownError if op == "send"
                      else bizmsg.ConnectionBrokenError)
             with pytest.raises(error, match="http2 error"):

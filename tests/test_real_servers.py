@@ -2,7 +2,7 @@
 
 nginx (TLS, ``keepalive_timeout 1s``) and HAProxy (plain HTTP, ``timeout http-keep-alive
 500ms``) stand in front of a sandbox, and Squid between the client and it; each speaks HTTP/1.1
-to the direct transport and HTTP/2 to the HTTP/2 one (``proxied``). An ``AsyncClient`` keeps
+to the HTTP/1.1 transport and HTTP/2 to the HTTP/2 one (``http2``). An ``AsyncClient`` keeps
 64 sends in flight in bursts of 128, then stays idle for about the server's keep-alive timeout (x0.97 to x1.03), so that the
 next burst reuses pooled connections just as the server closes them: the race in which a send
 can end ``SendOutcomeUnknownError`` although the service never received it. The gaps cover that
@@ -23,14 +23,14 @@ What is asserted, always (correctness, never timing):
 What is reported: the number of unknowns, and how many of them had never arrived (printed in
 the terminal summary, and written as JSON to ``$BIZMSG_REPORT_DIR`` or the test's temporary
 folder). It is asserted too (``UNKNOWN_LIMIT_PER_12800``), on both transports; each learns the
-server's idle limit (``src/client/idle_limit.rs``): the direct pool from the first connection
+server's idle limit (``src/client/idle_limit.rs``): the HTTP/1.1 pool from the first connection
 it finds closed, the HTTP/2 transport, which sees its calls and not its connection's close,
-from the first burst lost to it (``src/client/proxied/idleness.rs``); see
+from the first burst lost to it (``src/client/http2/idleness.rs``); see
 ``UNKNOWN_LIMIT_PER_12800`` for what remains. Squid (``client_idle_pconn_timeout 1 second``) stands for a corporate forward proxy.
 
 Size: 2,000 sends per server and transport by default (16 bursts, about 17 s through nginx and
 8 s through HAProxy), so the eleven runs take about two and a half minutes on 2 cores. The race is a matter of
-microseconds, so its count varies from run to run (via nginx, direct: 0 to 21 per 2,000 on the
+microseconds, so its count varies from run to run (via nginx, HTTP/1.1: 0 to 21 per 2,000 on the
 same machine): 2,000 sends show it, the issue's full figure judges it.
 ``BIZMSG_RACE_SENDS=12800`` runs that (about 110 s per nginx run, 55 s per HAProxy run).
 
@@ -66,7 +66,7 @@ RACE_SENDS = int(os.environ.get("BIZMSG_RACE_SENDS", "2000"))
 IN_FLIGHT = 64
 BURST = 128
 #: At most this many SendOutcomeUnknownError in a run of up to 12,800 sends, per transport
-#: and server. The default transport (direct, through Squid too): the aim was 10x fewer than the 89 via nginx
+#: and server. The default transport (HTTP/1.1, through Squid too): the aim was 10x fewer than the 89 via nginx
 #: and 56 via HAProxy measured before the transports learned idle limits. Not scaled down for shorter runs: what remains is the cost
 #: of learning the server's idle limit (the bursts before its first close is seen), which does
 #: not shrink with the run. Squid checks its idle timeouts once a second and then closes every
@@ -74,7 +74,7 @@ BURST = 128
 #: before the pool saw any close, the sends in flight on them are lost together (at most
 #: ``IN_FLIGHT``; 0, 18 and 25 in runs of 2,000, 1 in 12,800), after which the pool knows.
 #:
-#: The HTTP/2 transport (``proxied``, forced): nginx closes an idle h2 connection gracefully
+#: The HTTP/2 transport (``http2``, forced): nginx closes an idle h2 connection gracefully
 #: (a GOAWAY, then it waits), and the streams it refuses are sent again at once (0 in 12,800).
 #: HAProxy and Squid's tunnel close it under the burst's streams, which fail with a broken
 #: pipe. The transport sees its calls, not its connection's close, so it learns the server's
@@ -82,8 +82,8 @@ BURST = 128
 #: ``IN_FLIGHT``, are lost once (in 12,800: 56 via HAProxy, 34 through Squid, each in one
 #: burst; 0 in most runs of 2,000).
 UNKNOWN_LIMIT_PER_12800 = {
-    "direct": {"nginx": 8, "haproxy": 5, "squid": IN_FLIGHT},
-    "proxied": {"nginx": 8, "haproxy": IN_FLIGHT, "squid": IN_FLIGHT},
+    "http1": {"nginx": 8, "haproxy": 5, "squid": IN_FLIGHT},
+    "http2": {"nginx": 8, "haproxy": IN_FLIGHT, "squid": IN_FLIGHT},
 }
 
 NGINX_KEEPALIVE = 1.0
@@ -246,24 +246,24 @@ def judge(sandbox: Sandbox, sender: str, race: Race, label: str) -> dict[str, An
 
 
 TARGETS = [
-    # "proxied": the HTTP/2 transport (reqwest, when forced), on the same servers speaking h2:
+    # "http2": the HTTP/2 transport (reqwest, when forced), on the same servers speaking h2:
     # nginx by ALPN (its h2 port also ends each connection after 50 streams), HAProxy without
     # TLS (h2c).
-    pytest.param("nginx", "direct", False, id="nginx-direct"),
-    pytest.param("nginx", "proxied", False, id="nginx-proxied"),
-    pytest.param("haproxy", "direct", False, id="haproxy-direct"),
-    pytest.param("haproxy", "proxied", False, id="haproxy-proxied"),
-    # Behind a forward proxy: the direct transport speaks to it itself (a plain-http service,
+    pytest.param("nginx", "http1", False, id="nginx-http1"),
+    pytest.param("nginx", "http2", False, id="nginx-http2"),
+    pytest.param("haproxy", "http1", False, id="haproxy-http1"),
+    pytest.param("haproxy", "http2", False, id="haproxy-http2"),
+    # Behind a forward proxy: the HTTP/1.1 transport speaks to it itself (a plain-http service,
     # forwarded); the HTTP/2 transport goes through a CONNECT tunnel to nginx's h2 port.
-    pytest.param("squid", "direct", False, id="squid-direct"),
-    pytest.param("squid", "proxied", False, id="squid-proxied"),
+    pytest.param("squid", "http1", False, id="squid-http1"),
+    pytest.param("squid", "http2", False, id="squid-http2"),
     # The opt-in for services that deduplicate by Idempotency-Key (the sandbox does): a send
     # lost to the race goes again once, with its key; no unknown is left.
-    pytest.param("nginx", "direct", True, id="nginx-direct-idempotent"),
-    pytest.param("haproxy", "direct", True, id="haproxy-direct-idempotent"),
-    pytest.param("squid", "direct", True, id="squid-direct-idempotent"),
-    pytest.param("haproxy", "proxied", True, id="haproxy-proxied-idempotent"),
-    pytest.param("squid", "proxied", True, id="squid-proxied-idempotent"),
+    pytest.param("nginx", "http1", True, id="nginx-http1-idempotent"),
+    pytest.param("haproxy", "http1", True, id="haproxy-http1-idempotent"),
+    pytest.param("squid", "http1", True, id="squid-http1-idempotent"),
+    pytest.param("haproxy", "http2", True, id="haproxy-http2-idempotent"),
+    pytest.param("squid", "http2", True, id="squid-http2-idempotent"),
 ]
 
 
@@ -274,7 +274,7 @@ async def test_keepalive_race_never_misattributes_and_reports_unknowns(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BIZMSG_TRANSPORT", transport)
     verify: bool | str = True
-    h2 = transport == "proxied"
+    h2 = transport == "http2"
     if server == "nginx":
         url, verify, idle = (stack.nginx.h2_url if h2 else stack.nginx.url,
                              str(stack.nginx.ca_path), NGINX_KEEPALIVE)
@@ -349,7 +349,7 @@ async def test_http2_refusals_are_sent_again_at_once_outside_the_retry_budget(
     the streams it refuses were provably not processed. 64 sends in flight at a time, no retry
     allowed (``max_retries=0``): every send goes, none is retried through the retry budget (no
     ``on_retry``), none is unknown, and each message is committed once."""
-    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "http2")
     retries: list[str] = []
     client = bizmsg.AsyncClient(
         stack.sandbox.token, base_url=stack.nginx.h2_url, verify=str(stack.nginx.ca_path),

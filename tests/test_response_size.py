@@ -19,17 +19,17 @@ from conftest import Number, committed
 LIMIT = 4096
 BIG = 10_000
 
-#: With ``BIZMSG_TRANSPORT=proxied`` (HTTP/2), an oversized answer's stream is given up and its
-#: connection, which carries other streams, is kept: the next request comes on it. The direct
-#: transport (HTTP/1.1) always drops the connection. Either way the next call on the client
+#: With ``BIZMSG_TRANSPORT=http2`` (HTTP/2), an oversized answer's stream is given up and its
+#: connection, which carries other streams, is kept: the next request comes on it. The HTTP/1.1
+#: transport always drops the connection. Either way the next call on the client
 #: must work, which every test checks.
-PROXIED = os.environ.get("BIZMSG_TRANSPORT") == "proxied"
+HTTP2 = os.environ.get("BIZMSG_TRANSPORT") in ("http2", "proxied")  # "proxied": its former name
 
 
 def assert_connection_after_oversized(before: int, after: int) -> None:
     """The connection of the request after an oversized answer: another one (HTTP/1.1), the
     same one (HTTP/2)."""
-    if PROXIED:
+    if HTTP2:
         assert before == after, "HTTP/2: only the oversized answer's stream is given up"
     else:
         assert before != after, "the connection of an oversized answer was reused"

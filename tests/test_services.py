@@ -251,13 +251,13 @@ def test_nginx_closes_an_idle_connection_after_its_keepalive_timeout(
             assert wait_until_closed(sock), "nginx kept an idle connection open for 10 s"
 
 
-def test_nginx_h2_through_the_proxied_transport_with_goaway_every_50(
+def test_nginx_h2_through_the_http2_transport_with_goaway_every_50(
         nginx_server: NginxServer, sandbox_process: SandboxProcess,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "http2")
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.h2_url,
                        verify=str(nginx_server.ca_path)) as client:
-        assert client._native.transport == "proxied"
+        assert client._native.transport == "http2"
         for _ in range(110):
             assert len(client.business_phone_numbers.list(page_size=2).data) == 2
         sender = first_sender(client)
@@ -295,11 +295,11 @@ def test_haproxy_forwards_and_closes_idle_connections(
 def test_squid_forwards_plain_http_and_tunnels_tls(
         squid_server: SquidServer, nginx_server: NginxServer,
         sandbox_process: SandboxProcess) -> None:
-    """The direct transport speaks to an http:// proxy itself: absolute-form requests for an
+    """The HTTP/1.1 transport speaks to an http:// proxy itself: absolute-form requests for an
     http:// service, CONNECT tunnels for an https:// one."""
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
                        proxy=squid_server.proxy_url) as client:
-        assert client._native.transport == "direct"
+        assert client._native.transport == "http1"
         sender = first_sender(client)
         assert client.messages.send(to="8613900000005", from_=sender, template=TEMPLATE).ok
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
@@ -324,12 +324,12 @@ def test_squid_forwards_plain_http_and_tunnels_tls(
 def test_the_http2_transport_tunnels_through_squid_and_refuses_plain_http_behind_it(
         start_squid: Callable[..., SquidServer], nginx_server: NginxServer,
         sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``BIZMSG_TRANSPORT=proxied`` (reqwest, HTTP/2 only) reaches an https:// service through
+    """``BIZMSG_TRANSPORT=http2`` (reqwest, HTTP/2 only) reaches an https:// service through
     an HTTP proxy's CONNECT tunnel (Squid with Basic credentials), h2 by ALPN inside it; without
     the credentials the tunnel is refused before anything is sent. A plain http:// service
     behind a proxy is refused when the client is made: an HTTP proxy forwards HTTP/1.1, which
     this transport does not speak. The password is never shown."""
-    monkeypatch.setenv("BIZMSG_TRANSPORT", "proxied")
+    monkeypatch.setenv("BIZMSG_TRANSPORT", "http2")
     squid = start_squid(credentials=("bizmsg", "pr0xy-s3cret"))
     anonymous = squid.proxy_url.replace("bizmsg:pr0xy-s3cret@", "")
     with pytest.raises(bizmsg.ConfigurationError, match="HTTP/2 only") as refused:
@@ -338,7 +338,7 @@ def test_the_http2_transport_tunnels_through_squid_and_refuses_plain_http_behind
     assert "pr0xy-s3cret" not in str(refused.value)
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.h2_url,
                        verify=str(nginx_server.ca_path), proxy=squid.proxy_url) as client:
-        assert client._native.transport == "proxied"
+        assert client._native.transport == "http2"
         assert "pr0xy-s3cret" not in repr(client)
         sender = first_sender(client)
         for n in range(3):
@@ -368,12 +368,12 @@ def test_the_http2_transport_tunnels_through_squid_and_refuses_plain_http_behind
     assert stats is not None and stats["requests"] == 4, stats
 
 
-def test_an_https_proxy_is_spoken_by_the_direct_transport(
+def test_an_https_proxy_is_spoken_by_the_http1_transport(
         start_squid: Callable[..., SquidServer], start_haproxy: Callable[..., HAProxyServer],
         tls_files: TLSFiles, nginx_server: NginxServer,
         sandbox_process: SandboxProcess) -> None:
     """A proxy reached over TLS (Squid behind HAProxy terminating TLS: an ``https://`` proxy
-    with Basic credentials): the direct transport forwards a plain ``http://`` send inside TLS
+    with Basic credentials): the HTTP/1.1 transport forwards a plain ``http://`` send inside TLS
     with the proxy, tunnels an ``https://`` one (TLS with nginx inside TLS with the proxy),
     checks the proxy's certificate with ``verify``, and never shows the password."""
     squid = start_squid(credentials=("bizmsg", "pr0xy-s3cret"))
@@ -381,7 +381,7 @@ def test_an_https_proxy_is_spoken_by_the_direct_transport(
     proxy = f"https://bizmsg:pr0xy-s3cret@127.0.0.1:{front.port}"
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url, proxy=proxy,
                        verify=str(tls_files.ca_path)) as client:
-        assert client._native.transport == "direct"
+        assert client._native.transport == "http1"
         sender = first_sender(client)
         for n in range(3):
             assert client.messages.send(to=f"861390000002{n}", from_=sender,
@@ -389,7 +389,7 @@ def test_an_https_proxy_is_spoken_by_the_direct_transport(
         assert "pr0xy-s3cret" not in repr(client)
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url, proxy=proxy,
                        verify=str(tls_files.ca_path)) as client:
-        assert client._native.transport == "direct"
+        assert client._native.transport == "http1"
         for n in range(3):
             assert client.messages.send(to=f"861390000003{n}", from_=sender, template=TEMPLATE,
                                         idempotency_key=f"through-https-proxy-{n}").ok
@@ -459,7 +459,7 @@ def test_a_proxy_that_wants_credentials_gets_them_from_the_proxy_url(
 def test_the_environments_proxy_is_used_and_no_proxy_is_honoured(
         squid_server: SquidServer, nginx_server: NginxServer,
         sandbox_process: SandboxProcess, monkeypatch: pytest.MonkeyPatch) -> None:
-    """HTTPS_PROXY sends an https:// service's requests through a CONNECT tunnel, on the direct
+    """HTTPS_PROXY sends an https:// service's requests through a CONNECT tunnel, on the HTTP/1.1
     transport; NO_PROXY naming the host takes them past the proxy."""
     for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy",
                  "https_proxy"):
@@ -467,7 +467,7 @@ def test_the_environments_proxy_is_used_and_no_proxy_is_honoured(
     monkeypatch.setenv("HTTPS_PROXY", squid_server.proxy_url)
     with bizmsg.Client(sandbox_process.token, base_url=nginx_server.url,
                        verify=str(nginx_server.ca_path)) as client:
-        assert client._native.transport == "direct"
+        assert client._native.transport == "http1"
         sender = first_sender(client)
         assert client.messages.send(to="8613900000021", from_=sender, template=TEMPLATE).ok
     tunnels = lambda: [line for line in squid_server.access_log() if "CONNECT " in line]
@@ -552,7 +552,7 @@ def test_an_explicit_proxy_is_never_gone_around_and_socks_is_refused(
     before = len(squid_server.access_log())
     with bizmsg.Client(sandbox_process.token, base_url=sandbox_process.base_url,
                        proxy=odd) as client:
-        assert client._native.transport == "direct"
+        assert client._native.transport == "http1"
         sender = first_sender(client)
         assert client.messages.send(to="8613900000031", from_=sender, template=TEMPLATE).ok
     # Squid writes its log as transactions end, a moment after the answer.
@@ -560,7 +560,7 @@ def test_an_explicit_proxy_is_never_gone_around_and_socks_is_refused(
     while len(squid_server.access_log()) < before + 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(squid_server.access_log()) >= before + 2, squid_server.access_log()[before:]
-    for transport in ("direct", "proxied"):
+    for transport in ("http1", "http2"):
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("BIZMSG_TRANSPORT", transport)
             with pytest.raises(bizmsg.ConfigurationError) as refused:

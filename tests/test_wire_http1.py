@@ -1,4 +1,4 @@
-"""The direct transport's own HTTP/1.1 (``src/client/http1.rs``) against a server that answers
+"""The HTTP/1.1 transport's own codec (``src/client/http1/``) against a server that answers
 exactly the bytes a test scripts: what a request looks like on the wire, and how every framing
 of an answer is read — interim answers, chunked bodies with trailers, bodies ended by closing,
 answers in tiny pieces — and when a connection must not be reused (``Connection: close``,

@@ -99,8 +99,8 @@ class NativeClient:
 
     @property
     def transport(self) -> str:
-        """``"direct"`` (bizmsg's own HTTP/1.1 connections, through a proxy too) or
-        ``"proxied"`` (reqwest speaking HTTP/2 only, when ``BIZMSG_TRANSPORT=proxied`` forces
+        """``"http1"`` (bizmsg's own HTTP/1.1 connections, through a proxy too) or
+        ``"http2"`` (reqwest speaking HTTP/2 only, when ``BIZMSG_TRANSPORT=http2`` forces
         it)."""
 
     @property

@@ -3,10 +3,12 @@
 
 mod business_accounts;
 mod business_phone_numbers;
+mod directory;
 mod listing;
 mod messages;
 mod pages;
 
+pub use directory::{Account, Directory};
 pub use listing::{PageRequest, Pager, UnreadPage};
 pub(crate) use messages::encode;
 pub use messages::{idempotency_key, validate_template, SendMessage};

@@ -23,20 +23,21 @@ use super::admit::{
 };
 use super::breaker::Breaker;
 use super::claim_size::ClaimSize;
-use super::handle::{Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP};
-use super::journal::{
-    row_of, Claim, Claimed, Identity, JournalStore, JournalTarget, Journaling, PostgresJournal,
-    Row, SqliteJournal,
+use super::handle::{
+    Campaign, Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP,
 };
+use super::journal::{row_of, Claim, Claimed, Identity, JournalStore, Journaling, Row};
 use super::keys::KeySource;
 use super::message::{FingerprintKind, Input};
+use super::open_journal::open_journal;
 use super::outcome::Outcome;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
-use super::senders::{Account, Directory, SenderPolicy};
+use super::senders::{count_tiers, SenderPolicy};
 use super::waiting::{self, Due, Waiting};
-use crate::client::{Client, Gate};
+use crate::api::{Account, Directory};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::limits::{LimitsStore, LocalLimits, TierVerdict};
+use crate::limits::{Gate, LimitsStore, LocalLimits};
 
 /// Items asked for at a time.
 const CHUNK: usize = 512;
@@ -115,10 +116,32 @@ fn evicting_store(policy: &str, enforcing_tier: bool) -> Result<()> {
     Ok(())
 }
 
+impl<P: Send + 'static> Campaign<P> {
+    /// Starts the campaign on `runtime`. The first event asks for input.
+    pub fn start(
+        client: Client,
+        options: Options,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Self> {
+        options.check(&client)?;
+        let (input, input_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let control = Arc::new(Control::new());
+        let task = runtime.spawn(run(
+            client,
+            options,
+            input_rx,
+            events_tx,
+            Arc::clone(&control),
+        ));
+        Ok(Campaign::new(input, events, control, task))
+    }
+}
+
 /// Claims being made, and the queue they were made for.
 type Marking = BoxFuture<'static, Result<(u64, Vec<Claimed>)>>;
 
-pub(super) async fn run<P: Send + 'static>(
+async fn run<P: Send + 'static>(
     client: Client,
     options: Options,
     mut input: mpsc::UnboundedReceiver<Feed<P>>,
@@ -164,26 +187,12 @@ impl<P: Send + 'static> Engine<P> {
         events: mpsc::UnboundedSender<Event<P>>,
         control: Arc<Control>,
     ) -> Result<Self> {
-        let journal: Option<Arc<dyn JournalStore>> = match &options.journal {
-            Some(JournalTarget::File(path)) => {
-                let path = path.clone();
-                let id = options.campaign_id.clone();
-                let lease = options.lease;
-                let opened = tokio::task::spawn_blocking(move || {
-                    SqliteJournal::open(&path, id.as_deref(), lease)
-                })
-                .await
-                .map_err(|e| Error::Internal(format!("the journal could not be opened: {e}")))??;
-                Some(Arc::new(opened))
-            }
-            Some(JournalTarget::Postgres(url)) => {
-                let id = options.campaign_id.clone().unwrap_or_default();
-                Some(Arc::new(
-                    PostgresJournal::open(url, &id, options.lease).await?,
-                ))
-            }
-            None => None,
-        };
+        let journal = open_journal(
+            options.journal.as_ref(),
+            options.campaign_id.as_deref(),
+            options.lease,
+        )
+        .await?;
         let campaign_id = journal
             .as_ref()
             .map(|journal| journal.campaign_id().to_owned())
@@ -869,74 +878,20 @@ impl<P: Send + 'static> Engine<P> {
         &mut self,
         counted: Vec<(usize, u64, Arc<Account>)>,
     ) -> HashMap<usize, String> {
-        let mut refused = HashMap::new();
-        let mut by_account: Vec<(Arc<Account>, Vec<usize>, Vec<u64>)> = Vec::new();
-        for (position, recipient, account) in counted {
-            match by_account
-                .iter_mut()
-                .find(|(known, _, _)| known.id == account.id)
-            {
-                Some((_, positions, recipients)) => {
-                    positions.push(position);
-                    recipients.push(recipient);
-                }
-                None => by_account.push((account, vec![position], vec![recipient])),
-            }
+        let count = count_tiers(
+            self.context.limits.as_ref(),
+            self.admission.senders.as_mut(),
+            counted,
+            self.enforce_tier,
+        )
+        .await;
+        for warning in count.warnings {
+            self.warn(warning);
         }
-        let shared = self.context.limits.is_shared();
-        for (account, positions, recipients) in by_account {
-            let Some(limit) = account.limit else { continue };
-            let counted = self
-                .context
-                .limits
-                .count_recipients(&account.id, limit, &recipients)
-                .await;
-            let count = match counted {
-                Ok(count) => count,
-                Err(error) => {
-                    self.fail_limits(error);
-                    return refused;
-                }
-            };
-            let over = count.verdicts.contains(&TierVerdict::Over);
-            let warnings = self
-                .admission
-                .senders
-                .as_mut()
-                .map(|senders| {
-                    senders.tier_warnings(&account, count.unique, over, shared, self.enforce_tier)
-                })
-                .unwrap_or_default();
-            for warning in warnings {
-                self.warn(warning);
-            }
-            if self.enforce_tier {
-                // In one process, only the recipients this campaign itself counted are known:
-                // the messages it knows are past the tier fail up front all the same.
-                let seen = if shared {
-                    ""
-                } else {
-                    "; counted in this campaign only (other processes' and earlier campaigns' \
-                     recipients are not seen here: shared_limits= counts them all)"
-                };
-                for (position, verdict) in positions.iter().zip(&count.verdicts) {
-                    if *verdict == TierVerdict::Over {
-                        refused.insert(
-                            *position,
-                            format!(
-                                "a new recipient past the messaging tier {} of account {} \
-                                 ({limit} unique recipients per rolling 24 h): not sent, the \
-                                 platform would refuse it (enforce_tier=False sends it \
-                                 anyway){seen}",
-                                account.tier.as_deref().unwrap_or("?"),
-                                account.id
-                            ),
-                        );
-                    }
-                }
-            }
+        if let Some(error) = count.failure {
+            self.fail_limits(error);
         }
-        refused
+        count.refused
     }
 
     /// Acts on what admission decided for one message.

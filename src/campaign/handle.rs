@@ -241,29 +241,21 @@ pub struct Campaign<P> {
 }
 
 impl<P: Send + 'static> Campaign<P> {
-    /// Starts the campaign on `runtime`. The first event asks for input.
-    pub fn start(
-        client: Client,
-        options: Options,
-        runtime: &tokio::runtime::Handle,
-    ) -> Result<Self> {
-        options.check(&client)?;
-        let (input, input_rx) = mpsc::unbounded_channel();
-        let (events_tx, events) = mpsc::unbounded_channel();
-        let control = Arc::new(Control::new());
-        let task = runtime.spawn(super::engine::run(
-            client,
-            options,
-            input_rx,
-            events_tx,
-            Arc::clone(&control),
-        ));
-        Ok(Campaign {
+    /// The caller's side of an engine just spawned (`Campaign::start`, in `engine.rs`: the
+    /// engine is what starts, and this file, which the engine's parts import for `Control` and
+    /// `Warning`, must not import the engine).
+    pub(super) fn new(
+        input: mpsc::UnboundedSender<Feed<P>>,
+        events: mpsc::UnboundedReceiver<Event<P>>,
+        control: Arc<Control>,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        Campaign {
             input,
             events,
             control,
             task: Some(task),
-        })
+        }
     }
 
     /// Hands the engine items it asked for.

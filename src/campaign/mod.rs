@@ -1,19 +1,21 @@
 //! Campaigns: sending thousands to millions of template messages, fast, paced, resumable, and
 //! never twice by accident. One file per concept:
 //!
-//! - `handle`: what the caller starts, feeds, hears from and stops (options, events, summary);
-//! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome;
+//! - `handle`: what the caller feeds, hears from and stops (options, events, summary);
+//! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome (and
+//!   `Campaign::start`, which spawns it: `handle` must not import the engine that imports it);
 //! - `breaker`: when a service that stopped answering stops the campaign;
 //! - `claim_size`: how many messages a run claims in its journal at a time;
 //! - `admit`: what becomes of each message before anything is sent (journal, duplicates);
 //! - `waiting`: messages another run of the campaign holds, waited for;
-//! - `send`: one message through the attempt loop, with the platform's codes acted on;
+//! - `send`: one message through the attempt loop, with the platform's codes
+//!   (`crate::platform`) acted on;
 //! - `message`, `outcome`: what goes in and what comes out, per message;
 //! - `keys`: idempotency keys (random, or derived from a campaign id);
-//! - `senders`: sender checks, pace and tiers for `pace="auto"` (the limits themselves are
-//!   kept by `crate::limits`);
-//! - `platform`: what the platform's error codes ask a bulk sender to do;
+//! - `senders`: the senders' directory and checks for `pace="auto"` (the platform's verdicts
+//!   and tiers are `crate::platform`'s, the limits are kept by `crate::limits`);
 //! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
+//!   `open_journal`: opening the one a campaign was given;
 //! - `plan`: the preflight (`plan()` / `dry_run=True`).
 
 mod admit;
@@ -24,15 +26,17 @@ mod handle;
 mod journal;
 mod keys;
 mod message;
+mod open_journal;
 mod outcome;
 mod plan;
-mod platform;
 mod send;
 mod senders;
 #[cfg(test)]
 mod tests;
 mod waiting;
 
+pub use crate::api::Directory;
+pub use crate::platform::{tier_limit, verdict, Sender, Verdict};
 pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
 pub use journal::{
     Claim, Claimed, Identity, JournalStore, JournalTarget, PostgresJournal, Row, SqliteJournal,
@@ -42,4 +46,3 @@ pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
 pub use outcome::{Outcome, Status};
 pub use plan::{AccountPlan, Plan, PlanOptions, Planner, SenderPlan};
-pub use senders::{tier_limit, verdict, Directory, Sender, Verdict};

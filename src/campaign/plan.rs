@@ -9,8 +9,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::message::{FingerprintMap, Input};
-use super::senders::{verdict, Directory, Verdict};
+use crate::api::Directory;
 use crate::error::Error;
+use crate::platform::{verdict, Verdict};
 
 /// Examples of invalid rows and duplicates kept (the counts are always exact).
 const EXAMPLES: usize = 1000;

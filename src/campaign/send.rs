@@ -15,10 +15,10 @@ use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
-use super::platform::{advice, Advice};
 use crate::client::{CallOptions, Client, SendFence, SendProgress};
 use crate::error::{Error, Result, UnknownOutcome};
 use crate::limits::{LimitsStore, Scope, Slot};
+use crate::platform::{advice, Advice};
 use crate::wire::SendResult;
 
 /// A message ready to go: checked, keyed, marked in the journal if there is one.

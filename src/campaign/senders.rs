@@ -1,206 +1,20 @@
 //! What a campaign knows of its senders with `pace="auto"`: each business number's status,
 //! quality, throughput and account (whose messaging tier is one budget for all its numbers),
-//! looked up once from the account listing, and what follows from it (shared/spec/
-//! platform-limits.md): who may send, at what pace, and what to warn about.
+//! looked up once from the account listing, and what follows from it for a campaign (the
+//! platform's rules themselves are `crate::platform`'s): who may send, at what pace, and what
+//! to warn about.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::handle::Warning;
 use super::message::Prepared;
-use crate::api::{PageRequest, Pager};
-use crate::client::{CallOptions, Client};
+// `admit.rs` names `Account` from here.
+pub(super) use crate::api::Account;
+use crate::api::Directory;
 use crate::error::{Error, Result};
-use crate::validate::MAX_PAGE_SIZE;
-use crate::wire::BusinessAccount;
-
-/// A business number that may send, as the listing describes it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Sender {
-    /// Country code and number, the form `from` takes.
-    pub digits: String,
-    pub phone_number_id: String,
-    pub account_id: String,
-    pub status: Option<String>,
-    pub quality_rating: Option<String>,
-    pub throughput: Option<String>,
-}
-
-/// An account (a business portfolio): its messaging tier.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Account {
-    pub id: String,
-    pub name: Option<String>,
-    pub tier: Option<String>,
-    /// Unique recipients per rolling 24 h; `None`: unlimited, untiered or unknown.
-    pub limit: Option<u64>,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct Directory {
-    senders: HashMap<String, Arc<Sender>>,
-    accounts: HashMap<String, Arc<Account>>,
-}
-
-impl Directory {
-    /// Reads every account, with its numbers, page by page.
-    pub async fn fetch(client: &Client, call: &CallOptions) -> Result<Directory> {
-        let mut directory = Directory::default();
-        let mut page_no = 1;
-        loop {
-            let page = client
-                .list_page::<BusinessAccount>(
-                    Pager::BusinessAccounts,
-                    PageRequest::new(page_no, MAX_PAGE_SIZE)?,
-                    call,
-                )
-                .await?
-                .value;
-            for account in &page.data {
-                directory.add(account);
-            }
-            if !page.has_next_page() {
-                return Ok(directory);
-            }
-            page_no += 1;
-        }
-    }
-
-    pub fn add(&mut self, account: &BusinessAccount) {
-        let tier = account.chat_business_manager_messaging_limit.clone();
-        let entry = Arc::new(Account {
-            id: account.biz_account_id.clone(),
-            name: account.name.clone(),
-            limit: tier.as_deref().and_then(tier_limit),
-            tier,
-        });
-        self.accounts.insert(entry.id.clone(), entry);
-        for number in &account.business_phone_numbers {
-            let digits: String = number
-                .display_phone_number
-                .as_deref()
-                .unwrap_or_default()
-                .chars()
-                .filter(char::is_ascii_digit)
-                .collect();
-            if digits.is_empty() {
-                continue;
-            }
-            self.senders.insert(
-                digits.clone(),
-                Arc::new(Sender {
-                    digits,
-                    phone_number_id: number.phone_number_id.clone(),
-                    account_id: number
-                        .biz_account_id
-                        .clone()
-                        .unwrap_or_else(|| account.biz_account_id.clone()),
-                    status: number.status.clone(),
-                    quality_rating: number.quality_rating.clone(),
-                    throughput: number.throughput.clone(),
-                }),
-            );
-        }
-    }
-
-    /// Every sender of the listing.
-    pub fn senders(&self) -> impl Iterator<Item = &Sender> {
-        self.senders.values().map(AsRef::as_ref)
-    }
-
-    pub fn sender(&self, digits: &str) -> Option<&Arc<Sender>> {
-        self.senders.get(digits)
-    }
-
-    pub fn account(&self, id: &str) -> Option<&Arc<Account>> {
-        self.accounts.get(id)
-    }
-}
-
-/// `TIER_2K` -> 2000, `TIER_50` -> 50, `TIER_100K` -> 100000; unlimited, untiered and
-/// anything else -> no known limit.
-pub fn tier_limit(tier: &str) -> Option<u64> {
-    let tier = tier.trim().to_ascii_uppercase();
-    let size = tier.strip_prefix("TIER_")?;
-    let (digits, factor) = match size.strip_suffix('K') {
-        Some(digits) => (digits, 1_000),
-        None => match size.strip_suffix('M') {
-            Some(digits) => (digits, 1_000_000),
-            None => (size, 1),
-        },
-    };
-    digits.parse::<u64>().ok()?.checked_mul(factor)
-}
-
-/// What a campaign does with a sender.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
-    /// May send; `pace` messages per second (`None`: no known pace); `warning` if any.
-    Send {
-        pace: Option<f64>,
-        warning: Option<String>,
-    },
-    /// Its messages fail up front with this reason.
-    Refuse(String),
-}
-
-/// Ceiling of a number's throughput tier, messages per second (inbound and outbound).
-fn ceiling(throughput: &str) -> Option<f64> {
-    match throughput.trim().to_ascii_uppercase().as_str() {
-        "STANDARD" => Some(80.0),
-        "HIGH" => Some(1000.0),
-        _ => None,
-    }
-}
-
-/// Paced a little under the ceiling: inbound traffic shares it, and providers in front of the
-/// platform often submit more slowly.
-const PACE_SHARE: f64 = 0.75;
-/// A medium-quality (YELLOW) sender is paced lower still.
-const YELLOW_SHARE: f64 = 0.5;
-
-pub fn verdict(sender: &Sender) -> Verdict {
-    let number = &sender.digits;
-    let status = sender.status.as_deref().unwrap_or("UNKNOWN");
-    if !status.eq_ignore_ascii_case("CONNECTED") {
-        return Verdict::Refuse(format!(
-            "sender {} has status {status}; only CONNECTED numbers can send",
-            crate::masking::mask_phone(number)
-        ));
-    }
-    let throughput = sender.throughput.as_deref().unwrap_or("");
-    if throughput.eq_ignore_ascii_case("NOT_APPLICABLE") {
-        return Verdict::Refuse(format!(
-            "sender {} has throughput NOT_APPLICABLE: the number is not registered to send",
-            crate::masking::mask_phone(number)
-        ));
-    }
-    let quality = sender
-        .quality_rating
-        .as_deref()
-        .unwrap_or("UNKNOWN")
-        .to_ascii_uppercase();
-    let share = if quality == "YELLOW" {
-        YELLOW_SHARE
-    } else {
-        PACE_SHARE
-    };
-    let pace = ceiling(throughput).map(|ceiling| ceiling * share);
-    let warning = match quality.as_str() {
-        "RED" => Some(format!(
-            "sender {} has quality RED (low): the platform may restrict it; consider pausing \
-             this campaign",
-            crate::masking::mask_phone(number)
-        )),
-        "YELLOW" => Some(format!(
-            "sender {} has quality YELLOW (medium): paced at {:.0}/s, half its throughput",
-            crate::masking::mask_phone(number),
-            pace.unwrap_or_default()
-        )),
-        _ => None,
-    };
-    Verdict::Send { pace, warning }
-}
+use crate::limits::{LimitsStore, TierVerdict};
+use crate::platform::{verdict, Verdict};
 
 /// What `pace="auto"` decides for each message of a campaign: whether its sender may send, at
 /// which pace, and against which account's tier its recipient counts. The warnings it finds are
@@ -357,64 +171,92 @@ impl SenderPolicy {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What counting a batch's new recipients against their accounts' tiers found.
+pub(super) struct TierCount {
+    /// The messages (by position in the batch) that must not go, and why.
+    pub(super) refused: HashMap<usize, String>,
+    /// At 80 % of a tier and past it, in the order found.
+    pub(super) warnings: Vec<Warning>,
+    /// The store failed: the accounts after this one were not counted.
+    pub(super) failure: Option<Error>,
+}
 
-    fn sender(status: &str, quality: &str, throughput: &str) -> Sender {
-        Sender {
-            digits: "8613900000000".into(),
-            phone_number_id: "p".into(),
-            account_id: "a".into(),
-            status: Some(status.into()),
-            quality_rating: Some(quality.into()),
-            throughput: Some(throughput.into()),
+/// Counts the recipients of the messages about to be queued (`counted`: position, recipient,
+/// account) against their accounts' tiers (`pace="auto"`): warns at 80 % and past a tier, and
+/// refuses new recipients past a tier when `enforce_tier` is on (with shared limits every
+/// process's recipients count; in one process, this campaign's).
+pub(super) async fn count_tiers(
+    limits: &dyn LimitsStore,
+    mut policy: Option<&mut SenderPolicy>,
+    counted: Vec<(usize, u64, Arc<Account>)>,
+    enforce_tier: bool,
+) -> TierCount {
+    let mut found = TierCount {
+        refused: HashMap::new(),
+        warnings: Vec::new(),
+        failure: None,
+    };
+    let mut by_account: Vec<(Arc<Account>, Vec<usize>, Vec<u64>)> = Vec::new();
+    for (position, recipient, account) in counted {
+        match by_account
+            .iter_mut()
+            .find(|(known, _, _)| known.id == account.id)
+        {
+            Some((_, positions, recipients)) => {
+                positions.push(position);
+                recipients.push(recipient);
+            }
+            None => by_account.push((account, vec![position], vec![recipient])),
         }
     }
-
-    #[test]
-    fn tiers_parse_generically() {
-        assert_eq!(tier_limit("TIER_2K"), Some(2_000));
-        assert_eq!(tier_limit("TIER_50"), Some(50));
-        assert_eq!(tier_limit("tier_100k"), Some(100_000));
-        assert_eq!(tier_limit("TIER_UNLIMITED"), None);
-        assert_eq!(tier_limit("UNTIERED"), None);
-        assert_eq!(tier_limit("TIER_NOT_SET"), None);
-    }
-
-    #[test]
-    fn verdicts_follow_status_quality_and_throughput() {
-        assert_eq!(
-            verdict(&sender("CONNECTED", "GREEN", "STANDARD")),
-            Verdict::Send {
-                pace: Some(60.0),
-                warning: None
+    let shared = limits.is_shared();
+    for (account, positions, recipients) in by_account {
+        let Some(limit) = account.limit else { continue };
+        let count = match limits
+            .count_recipients(&account.id, limit, &recipients)
+            .await
+        {
+            Ok(count) => count,
+            Err(error) => {
+                found.failure = Some(error);
+                return found;
             }
-        );
-        assert!(matches!(
-            verdict(&sender("CONNECTED", "YELLOW", "STANDARD")),
-            Verdict::Send { pace: Some(p), warning: Some(_) } if (p - 40.0).abs() < 1e-9
-        ));
-        assert!(matches!(
-            verdict(&sender("CONNECTED", "RED", "HIGH")),
-            Verdict::Send { pace: Some(p), warning: Some(_) } if (p - 750.0).abs() < 1e-9
-        ));
-        assert!(matches!(
-            verdict(&sender("CONNECTED", "GREEN", "SOMETHING_NEW")),
-            Verdict::Send {
-                pace: None,
-                warning: None
+        };
+        let over = count.verdicts.contains(&TierVerdict::Over);
+        if let Some(policy) = policy.as_deref_mut() {
+            found.warnings.extend(policy.tier_warnings(
+                &account,
+                count.unique,
+                over,
+                shared,
+                enforce_tier,
+            ));
+        }
+        if enforce_tier {
+            // In one process, only the recipients this campaign itself counted are known:
+            // the messages it knows are past the tier fail up front all the same.
+            let seen = if shared {
+                ""
+            } else {
+                "; counted in this campaign only (other processes' and earlier campaigns' \
+                 recipients are not seen here: shared_limits= counts them all)"
+            };
+            for (position, verdict) in positions.iter().zip(&count.verdicts) {
+                if *verdict == TierVerdict::Over {
+                    found.refused.insert(
+                        *position,
+                        format!(
+                            "a new recipient past the messaging tier {} of account {} \
+                             ({limit} unique recipients per rolling 24 h): not sent, the \
+                             platform would refuse it (enforce_tier=False sends it \
+                             anyway){seen}",
+                            account.tier.as_deref().unwrap_or("?"),
+                            account.id
+                        ),
+                    );
+                }
             }
-        ));
-        for refused in [
-            sender("DISCONNECTED", "GREEN", "STANDARD"),
-            sender("FLAGGED", "GREEN", "STANDARD"),
-            sender("CONNECTED", "GREEN", "NOT_APPLICABLE"),
-        ] {
-            assert!(
-                matches!(verdict(&refused), Verdict::Refuse(_)),
-                "{refused:?}"
-            );
         }
     }
+    found
 }

@@ -127,7 +127,7 @@ impl OutgoingBody {
     }
 
     /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned, or
-    /// its fence refuses now, and nothing may be written. The direct transport calls it
+    /// its fence refuses now, and nothing may be written. The HTTP/1.1 transport calls it
     /// immediately before writing; reqwest, through [`Body::poll_frame`].
     pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
         if let Some(watch) = &self.watch {

@@ -145,7 +145,7 @@ pub(crate) fn base_url(text: &str, allow_insecure_http: bool) -> Result<Url> {
     // user), whatever else is wrong with it.
     let shown = match Url::parse(trimmed) {
         Ok(url) if url.has_host() => without_credentials(&url),
-        _ => crate::limits::redact_url(trimmed),
+        _ => crate::masking::redact_url(trimmed),
     };
     let mut url = Url::parse(trimmed)
         .map_err(|e| Error::Configuration(format!("base_url {shown:?} is not a URL: {e}")))?;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::ApiBody;
-use crate::wire::fields::truncate;
+use crate::masking::truncate;
 
 /// A non-2xx answer's body: its JSON when it is JSON, else its text, and the one-line
 /// explanation taken from it.

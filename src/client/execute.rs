@@ -12,14 +12,14 @@ use http::HeaderValue;
 use super::body::BodyWatch;
 use super::decide::{decide, Failure, Next};
 use super::error_body::{api_message, error_body};
-use super::meta::Meta;
 use super::operation::{Headers, Operation};
+use super::reply::Reply;
 use super::request::Outgoing;
 use super::retry::parse_retry_after;
-use super::transport::Reply;
 use super::Client;
 use crate::error::{ApiBody, ApiError, Error, Result};
 use crate::masking::mask_phone_numbers;
+use crate::meta::Meta;
 
 /// A 2xx answer: its body, decoded by the operation that asked.
 pub(crate) struct Answer {

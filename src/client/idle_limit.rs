@@ -1,5 +1,5 @@
-//! What a transport learns of how long the server keeps an idle connection open: the direct
-//! transport's pool (`direct/pool.rs`), and the HTTP/2 transport (`proxied/idleness.rs`), whose
+//! What a transport learns of how long the server keeps an idle connection open: the HTTP/1.1
+//! transport's pool (`http1/pool.rs`), and the HTTP/2 transport (`http2/idleness.rs`), whose
 //! connection is reqwest's.
 //!
 //! The keep-alive race: a request written on a pooled connection just as the server closes it
@@ -30,6 +30,14 @@ use std::time::{Duration, Instant};
 const SHORTEST_LIMIT: Duration = Duration::from_millis(50);
 /// How long a learned limit holds after it was last lowered.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
+
+/// How long an idle connection is kept: below the idle limits of the usual servers in front of
+/// a service (Apache and Node.js close after 5 s, nginx after 75 s, load balancers after
+/// 60 s), so a transport drops an idle connection before the server does: reusing one the
+/// server is closing is the keep-alive race, where a send's outcome becomes unknown. Both
+/// transports keep connections this long at most (the HTTP/1.1 pool, reqwest's for HTTP/2). A
+/// campaign sends far more often than this; a connection made again costs a handshake.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 #[derive(Debug)]
 pub(crate) struct IdleLimit {

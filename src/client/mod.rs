@@ -4,15 +4,14 @@
 mod body;
 mod config;
 mod decide;
-pub(crate) mod direct;
 mod error_body;
 mod execute;
-mod gate;
+pub(crate) mod http1;
+mod http2;
 mod idle_limit;
-mod meta;
 mod operation;
 mod per_runtime;
-mod proxied;
+mod reply;
 mod request;
 mod retry;
 mod tls;
@@ -25,17 +24,18 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Uri;
 
 pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
-pub use gate::Gate;
-pub use meta::{Meta, Response};
+// A pause is a limit (`limits/gate.rs`); calls take it in their options, so it is named here too.
+pub use crate::limits::Gate;
+pub use crate::meta::{Meta, Response};
 pub use retry::{Backoff, RetryObserver};
 pub(crate) use tls::config as tls_config;
 pub use token::{TokenProvider, TokenSource};
 pub use transport::TransportKind;
 
 pub(crate) use body::{SendFence, SendProgress};
-pub(crate) use direct::check_any_answer;
 pub use error_body::error_body;
 pub(crate) use execute::Answer;
+pub(crate) use http1::check_any_answer;
 pub(crate) use operation::{Operation, SendContext};
 
 use crate::error::{Error, Result};
@@ -256,51 +256,9 @@ impl Client {
         self.shared.limits.clone()
     }
 
-    /// Under shared limits, a single send waits for a slot of its sender's pace (and for any
-    /// pause of the service or the sender), within the call's own total timeout. Returns the
-    /// account and tier its recipient counts against once sent (`count_recipient`).
-    pub(crate) async fn take_shared_slot(
-        &self,
-        from: &str,
-        call: &CallOptions,
-    ) -> Result<Option<(String, u64)>> {
-        let Some(limits) = &self.shared.limits else {
-            return Ok(None);
-        };
-        let total = call
-            .timeout
-            .and_then(|timeout| timeout.total)
-            .or(self.options.timeout.total);
-        let deadline = total.and_then(|total| std::time::Instant::now().checked_add(total));
-        let facts = self
-            .shared
-            .paces
-            .of(from, self, limits.as_ref(), call, deadline)
-            .await?;
-        let slot = crate::limits::Slot {
-            sender: facts.pace.map(|pace| (from, pace)),
-            campaign: None,
-        };
-        limits.admit(slot, deadline).await?;
-        Ok(facts.account.zip(facts.limit))
-    }
-
-    /// A single send that was sent counts its recipient against its sender's account's tier,
-    /// as a campaign's messages do (a campaign after it then knows the account's room). The
-    /// message is sent: a store that fails now only costs the count, said in a warning.
-    pub(crate) async fn count_recipient(&self, tier: Option<(String, u64)>, to: &str) {
-        let (Some(limits), Some((account, limit))) = (&self.shared.limits, tier) else {
-            return;
-        };
-        let recipient = to.parse().unwrap_or(u64::MAX);
-        if let Err(error) = limits.count_recipients(&account, limit, &[recipient]).await {
-            log::warn!(
-                target: "bizmsg",
-                "a message to {} was sent but not counted against the messaging tier of account \
-                 {account}: {error}",
-                crate::masking::mask_phone(to)
-            );
-        }
+    /// This client's memo of its senders' paces, for single sends under shared limits.
+    pub(crate) fn sender_paces(&self) -> &SenderPaces {
+        &self.shared.paces
     }
 }
 

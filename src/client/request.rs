@@ -1,8 +1,8 @@
 //! A request as the transports take it: what the attempt loop builds once per attempt.
 //!
-//! A plain list of header lines rather than an `http::Request` and its `HeaderMap`: the direct
+//! A plain list of header lines rather than an `http::Request` and its `HeaderMap`: the HTTP/1.1
 //! transport only writes the lines out, in order, so the map's hashing and its two allocations
-//! per request bought nothing (a campaign builds one request per message). The proxied
+//! per request bought nothing (a campaign builds one request per message). The HTTP/2
 //! transport makes its `http::Request` from this one.
 
 use http::{HeaderName, HeaderValue, Method, Uri};
@@ -18,7 +18,7 @@ pub(crate) struct Outgoing {
     /// transport's to add.
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) body: OutgoingBody,
-    /// Not on a pooled connection (the direct transport): the request is sent again because
+    /// Not on a pooled connection (the HTTP/1.1 transport): the request is sent again because
     /// its reused connection ended without an answer.
     pub(crate) fresh_connection: bool,
 }

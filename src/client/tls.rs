@@ -13,7 +13,7 @@ use rustls::{ClientConfig as RustlsConfig, DigitallySignedStruct, SignatureSchem
 use super::config::Verify;
 use crate::error::{Error, Result};
 
-/// ALPN for the direct transport: it speaks HTTP/1.1 only.
+/// ALPN for the HTTP/1.1 transport: it speaks HTTP/1.1 only.
 pub(crate) const ALPN_HTTP1: &[&[u8]] = &[b"http/1.1"];
 /// ALPN for the HTTP/2 transport (reqwest, when forced): it speaks HTTP/2 only.
 pub(crate) const ALPN_H2: &[&[u8]] = &[b"h2"];

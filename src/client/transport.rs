@@ -1,57 +1,37 @@
 //! Getting a request to the service and its answer back: the interface both transports
 //! implement, and the choice between them.
 //!
-//! Two transports, chosen when the client is made:
-//! - **direct** (`direct/`, the usual case): HTTP/1.1 spoken by bizmsg itself on connections it
+//! Two transports, chosen when the client is made, named by protocol as hyper names its own
+//! (`proto/h1`, `proto/h2`):
+//! - **HTTP/1.1** (`http1/`, the usual case): HTTP/1.1 spoken by bizmsg itself on connections it
 //!   opens and pools.
 //!   Through a proxy too, `http://` or `https://` (`proxy=`, or `HTTPS_PROXY`/`HTTP_PROXY`/
 //!   `ALL_PROXY` and `NO_PROXY`, or the system's settings): forward requests, or a `CONNECT`
-//!   tunnel for `https://` (`direct/proxy.rs`).
-//! - **proxied** (`proxied/`): reqwest speaking HTTP/2 only, when `BIZMSG_TRANSPORT=proxied`
-//!   forces it: it never reads an HTTP/1.1 answer. SOCKS is refused (`direct/proxy.rs`):
-//!   reqwest is built without it.
+//!   tunnel for `https://` (`http1/proxy.rs`).
+//! - **HTTP/2** (`http2/`): reqwest speaking HTTP/2 only, when `BIZMSG_TRANSPORT=http2` forces
+//!   it: it never reads an HTTP/1.1 answer. SOCKS is refused (`http1/proxy.rs`): reqwest is
+//!   built without it.
 //!
 //! Both use the same TLS policy (`tls.rs`), the same size cap on answers, and report failures
-//! in the same terms ([`Reply`], or an [`Error`] the attempt loop judges), so the attempt loop
+//! in the same terms ([`Reply`](super::reply::Reply), or an [`Error`] the attempt loop judges), so the attempt loop
 //! (`execute.rs`) cannot tell them apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::config::{ClientConfig, Verify};
-use super::direct::{proxy_for, DirectTransport, ProxyChoice};
-use super::proxied::ProxiedTransport;
+use super::http1::{proxy_for, Http1Transport, ProxyChoice};
+use super::http2::Http2Transport;
+use super::reply::Reply;
 use super::request::Outgoing;
 use super::tls;
 use crate::error::{Error, Result};
 
-/// Which transport a client uses; `BIZMSG_TRANSPORT=direct|proxied` forces one (for tests).
+/// Which transport a client uses; `BIZMSG_TRANSPORT=http1|http2` forces one (for tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransportKind {
-    Direct,
-    Proxied,
-}
-
-/// An answer as it came off the wire.
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    /// `X-Request-Id`, the service's id of the request.
-    pub(crate) request_id: Option<String>,
-    /// `Retry-After`, unparsed.
-    pub(crate) retry_after: Option<String>,
-    /// The body, or its first `limit` bytes when it was larger (see `oversized`).
-    pub(crate) body: Bytes,
-    /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
-    /// seen so far (reading stopped there).
-    pub(crate) oversized: Option<Oversized>,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Oversized {
-    pub(crate) size: u64,
-    pub(crate) declared: bool,
+    Http1,
+    Http2,
 }
 
 pub(crate) struct Transport {
@@ -59,12 +39,12 @@ pub(crate) struct Transport {
     closed: AtomicBool,
 }
 
-// Direct unboxed: it is the usual case, made once per client and never moved after.
+// HTTP/1.1 unboxed: it is the usual case, made once per client and never moved after.
 #[allow(clippy::large_enum_variant)]
 enum Route {
-    Direct(DirectTransport),
-    // Boxed: a rustls configuration is large, and most clients are direct.
-    Proxied(Box<ProxiedTransport>),
+    Http1(Http1Transport),
+    // Boxed: a rustls configuration is large, and most clients speak HTTP/1.1.
+    Http2(Box<Http2Transport>),
 }
 
 impl Transport {
@@ -80,16 +60,16 @@ impl Transport {
         // HTTP/2 transport cannot reach a plain http:// service through one.
         let proxy = proxy_for(base, config.proxy.as_deref())?;
         let via = match (forced, proxy) {
-            (Some(TransportKind::Proxied), ProxyChoice::Http(via)) if !https => {
+            (Some(TransportKind::Http2), ProxyChoice::Http(via)) if !https => {
                 return Err(Error::Configuration(format!(
-                    "BIZMSG_TRANSPORT=proxied speaks HTTP/2 only, which cannot reach the plain \
+                    "BIZMSG_TRANSPORT=http2 speaks HTTP/2 only, which cannot reach the plain \
                      http:// service {} through the proxy {}: an HTTP proxy forwards \
                      HTTP/1.1 (unset BIZMSG_TRANSPORT, or use https://)",
-                    crate::limits::redact_url(base.as_str()),
+                    crate::masking::redact_url(base.as_str()),
                     via.shown()
                 )))
             }
-            (Some(TransportKind::Proxied), _) => None,
+            (Some(TransportKind::Http2), _) => None,
             (_, ProxyChoice::Http(via)) => Some(Some(via)),
             (_, ProxyChoice::None) => Some(None),
         };
@@ -108,7 +88,7 @@ impl Transport {
                     }
                     _ => None,
                 };
-                Route::Direct(DirectTransport::new(
+                Route::Http1(Http1Transport::new(
                     base,
                     tls,
                     via,
@@ -123,7 +103,7 @@ impl Transport {
                 } else {
                     tls::never_used()?
                 };
-                Route::Proxied(Box::new(ProxiedTransport::new(
+                Route::Http2(Box::new(Http2Transport::new(
                     connect_timeout,
                     config.proxy.clone(),
                     tls,
@@ -132,7 +112,7 @@ impl Transport {
             }
         };
         if let Verify::CaBundle(path) = &config.verify {
-            let https_proxy = matches!(&route, Route::Direct(direct) if direct.proxy_is_https());
+            let https_proxy = matches!(&route, Route::Http1(http1) if http1.proxy_is_https());
             if !https && !https_proxy {
                 log::debug!(
                     target: "bizmsg",
@@ -149,8 +129,8 @@ impl Transport {
 
     pub(crate) fn kind(&self) -> TransportKind {
         match self.route {
-            Route::Direct(_) => TransportKind::Direct,
-            Route::Proxied(_) => TransportKind::Proxied,
+            Route::Http1(_) => TransportKind::Http1,
+            Route::Http2(_) => TransportKind::Http2,
         }
     }
 
@@ -161,12 +141,12 @@ impl Transport {
             return Err(Error::Closed);
         }
         match &self.route {
-            Route::Direct(direct) => direct.send(request, limit).await,
-            Route::Proxied(proxied) => {
-                // Boxed: reqwest's future is large, and would make every direct send's
+            Route::Http1(http1) => http1.send(request, limit).await,
+            Route::Http2(http2) => {
+                // Boxed: reqwest's future is large, and would make every HTTP/1.1 send's
                 // future (which embeds this one) as large, copied at each move. (Bound first:
                 // a temporary in the statement of an `.await` takes room across it.)
-                let sending = Box::pin(proxied.send(request, limit));
+                let sending = Box::pin(http2.send(request, limit));
                 sending.await
             }
         }
@@ -175,8 +155,8 @@ impl Transport {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         match &self.route {
-            Route::Direct(direct) => direct.close(),
-            Route::Proxied(proxied) => proxied.close(),
+            Route::Http1(http1) => http1.close(),
+            Route::Http2(http2) => http2.close(),
         }
     }
 
@@ -185,8 +165,9 @@ impl Transport {
     }
 }
 
-/// `BIZMSG_TRANSPORT`: `direct` or `proxied` forces the transport (the test suite runs its
-/// send-safety tests on both); unset or empty lets bizmsg choose.
+/// `BIZMSG_TRANSPORT`: `http1` or `http2` forces the transport (the test suite runs its
+/// send-safety tests on both); unset or empty lets bizmsg choose. `direct` and `proxied`, the
+/// transports' former names, are kept as aliases so settings that use them keep working.
 fn forced_kind() -> Result<Option<TransportKind>> {
     match std::env::var("BIZMSG_TRANSPORT")
         .ok()
@@ -194,10 +175,10 @@ fn forced_kind() -> Result<Option<TransportKind>> {
         .map(str::trim)
     {
         None | Some("") => Ok(None),
-        Some("direct") => Ok(Some(TransportKind::Direct)),
-        Some("proxied") => Ok(Some(TransportKind::Proxied)),
+        Some("http1" | "direct") => Ok(Some(TransportKind::Http1)),
+        Some("http2" | "proxied") => Ok(Some(TransportKind::Http2)),
         Some(other) => Err(Error::Configuration(format!(
-            "BIZMSG_TRANSPORT={other:?}: use \"direct\" or \"proxied\""
+            "BIZMSG_TRANSPORT={other:?}: use \"http1\" or \"http2\""
         ))),
     }
 }

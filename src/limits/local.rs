@@ -4,15 +4,16 @@
 //! store is shared.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
+use super::gate::Gate;
 use super::timeline::Timeline;
 use super::{LimitsStore, Scope, Slot, TierCount, TierVerdict};
-use crate::client::Gate;
 use crate::error::Result;
+use crate::sync::lock;
 
 /// The limits of one campaign in this process.
 pub struct LocalLimits {
@@ -26,12 +27,6 @@ pub struct LocalLimits {
     pairs: Mutex<HashMap<(String, String), (u32, Instant)>>,
     /// Unique recipients per account (counting stops past the tier: bounded memory).
     tiers: Mutex<HashMap<String, HashSet<u64>>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl LocalLimits {

@@ -10,6 +10,7 @@
 //! - `redis/`: in Redis, shared by every process and host given the same URL
 //!   (`shared_limits=`), so that their sum keeps the limits.
 
+mod gate;
 mod local;
 mod paces;
 mod redis;
@@ -21,9 +22,13 @@ use futures::future::BoxFuture;
 
 use crate::error::Result;
 
+pub use gate::Gate;
 pub use local::LocalLimits;
-pub(crate) use paces::SenderPaces;
+pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
+
+// Where the journal names a store's URL; redaction itself is `masking.rs`'s.
+pub use crate::masking::redact_url;
 
 /// What a message must wait for before it goes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -150,55 +155,4 @@ pub fn shared(
     Ok(std::sync::Arc::new(self::redis::RedisLimits::new(
         url, namespace, tls,
     )?))
-}
-
-/// `url` with its password replaced by `***`: how errors, logs and reprs name a store.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.has_host() => {
-            if parsed.password().is_some() {
-                let _ = parsed.set_password(Some("***"));
-            }
-            parsed.to_string()
-        }
-        // Not a URL with a host (`user:password@host`, read as the scheme `user`; a typo):
-        // what comes before the last '@' may be a credential, and is not shown.
-        _ => match url.rsplit_once('@') {
-            Some((before, host)) => {
-                let scheme = before
-                    .split_once("://")
-                    .map_or(String::new(), |(scheme, _)| format!("{scheme}://"));
-                format!("{scheme}***@{host}")
-            }
-            None => url.to_owned(),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn a_url_is_shown_without_its_password_however_it_is_mistyped() {
-        for (url, shown) in [
-            (
-                "redis://:s3cret@127.0.0.1:6379/0",
-                "redis://:***@127.0.0.1:6379/0",
-            ),
-            (
-                "postgresql://u:s3cret@db:5432/x",
-                "postgresql://u:***@db:5432/x",
-            ),
-            // No scheme: `u` would be taken for one, the rest for a path.
-            ("u:s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
-            (":s3cret@127.0.0.1:6379", "***@127.0.0.1:6379"),
-            ("redis:s3cret@host", "***@host"),
-            ("redis://:s3cret@/0", "redis://***@/0"),
-            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
-            ("localhost", "localhost"),
-        ] {
-            assert_eq!(redact_url(url), shown, "{url}");
-        }
-    }
 }

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::LimitsStore;
-use crate::campaign::{verdict, Directory, Verdict};
-use crate::client::{CallOptions, Client};
 use crate::error::Result;
+use crate::sync::lock;
 
 /// How long a lookup stands, in the store and in each process: a number's throughput or
 /// quality changes over hours, not seconds.
@@ -33,7 +32,7 @@ pub(crate) struct SenderFacts {
 }
 
 /// Each sender's facts, by digits.
-type Paces = HashMap<String, SenderFacts>;
+pub(crate) type Paces = HashMap<String, SenderFacts>;
 
 /// One client's memo of its senders' paces, and when they were looked up.
 #[derive(Default)]
@@ -42,15 +41,20 @@ pub(crate) struct SenderPaces {
 }
 
 impl SenderPaces {
-    /// What single sends need of `sender` (digits).
-    pub(crate) async fn of(
+    /// What single sends need of `sender` (digits). `lookup` reads every sender's facts from
+    /// the service when neither this memo nor the store knows `sender`: it is the caller's
+    /// (`api/directory.rs`), which may call the service, as the limits may not.
+    pub(crate) async fn of<F, L>(
         &self,
         sender: &str,
-        client: &Client,
         store: &dyn LimitsStore,
-        call: &CallOptions,
         deadline: Option<Instant>,
-    ) -> Result<SenderFacts> {
+        lookup: L,
+    ) -> Result<SenderFacts>
+    where
+        L: FnOnce() -> F,
+        F: std::future::Future<Output = Result<Paces>>,
+    {
         if let Some(facts) = self.memo(sender) {
             return Ok(facts);
         }
@@ -67,7 +71,7 @@ impl SenderPaces {
             cached
         } else {
             let mut paces = cached;
-            paces.extend(lookup(client, call).await?);
+            paces.extend(lookup().await?);
             if let Ok(json) = serde_json::to_string(&paces) {
                 store.cache_paces(json, FRESH_FOR, deadline).await?;
             }
@@ -75,39 +79,16 @@ impl SenderPaces {
             paces
         };
         let facts = paces.get(sender).cloned().unwrap_or_default();
-        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), paces));
+        *lock(&self.known) = Some((Instant::now(), paces));
         Ok(facts)
     }
 
     fn memo(&self, sender: &str) -> Option<SenderFacts> {
-        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let known = lock(&self.known);
         let (when, paces) = known.as_ref()?;
         if when.elapsed() > FRESH_FOR {
             return None;
         }
         paces.get(sender).cloned()
     }
-}
-
-/// Every sender's pace and tier, from the account listing (the same rules as `pace="auto"`).
-async fn lookup(client: &Client, call: &CallOptions) -> Result<Paces> {
-    let directory = Directory::fetch(client, call).await?;
-    Ok(directory
-        .senders()
-        .map(|sender| {
-            let pace = match verdict(sender) {
-                Verdict::Send { pace, .. } => pace,
-                Verdict::Refuse(_) => None,
-            };
-            let account = directory
-                .account(&sender.account_id)
-                .filter(|account| account.limit.is_some());
-            let facts = SenderFacts {
-                pace,
-                account: account.map(|account| account.id.clone()),
-                limit: account.and_then(|account| account.limit),
-            };
-            (sender.digits.clone(), facts)
-        })
-        .collect())
 }

@@ -12,10 +12,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyIterator, PyList, PyMapping, PyString};
 
 use super::args::{text, type_name};
-use super::completion::awaitable;
 use super::convert;
 use super::errors::to_py;
-use super::message::MessageFields;
+use super::loop_handoff::awaitable;
+use super::message_fields::MessageFields;
 use super::runtime::{runtime, wait, Reply};
 use crate::api::validate_template;
 use crate::campaign::{
@@ -668,7 +668,7 @@ impl SendOutcome {
             text.push_str(&format!(
                 ", error={}({:?})",
                 type_name(bound),
-                crate::wire::fields::truncate(&bound.str()?.to_string_lossy(), 80)
+                crate::masking::truncate(&bound.str()?.to_string_lossy(), 80)
             ));
         }
         text.push(')');

@@ -11,10 +11,10 @@ use pyo3::types::{PyDict, PyString};
 use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
 use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::campaign::{CampaignPlanner, CampaignRun};
-use super::completion::awaitable;
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
+use super::loop_handoff::awaitable;
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage, UnreadPage};
@@ -150,12 +150,12 @@ impl NativeClient {
         self.client.max_response_bytes()
     }
 
-    /// `"direct"` or `"proxied"`: which transport the client chose.
+    /// `"http1"` or `"http2"`: which transport the client chose.
     #[getter]
     fn transport(&self) -> &'static str {
         match self.client.transport_kind() {
-            TransportKind::Direct => "direct",
-            TransportKind::Proxied => "proxied",
+            TransportKind::Http1 => "http1",
+            TransportKind::Http2 => "http2",
         }
     }
 
@@ -703,7 +703,7 @@ fn raw_page_reply(
             py,
             Error::Decode {
                 message: format!("{} did not answer a page", page.source()),
-                snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(&page.body), 200),
+                snippet: crate::masking::truncate(&String::from_utf8_lossy(&page.body), 200),
             },
         )),
     }

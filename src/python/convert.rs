@@ -203,7 +203,7 @@ pub(crate) fn py_to_value(field: &str, object: &Bound<'_, PyAny>) -> Result<Valu
 fn repr(object: &Bound<'_, PyAny>) -> String {
     object
         .repr()
-        .map(|r| crate::wire::fields::truncate(&r.to_string(), 60))
+        .map(|r| crate::masking::truncate(&r.to_string(), 60))
         .unwrap_or_else(|_| "<unprintable>".to_owned())
 }
 
@@ -221,7 +221,7 @@ pub(crate) fn json_to_py<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'p
             py,
             Error::Decode {
                 message: format!("the JSON could not be read: {}", error.description(json)),
-                snippet: crate::wire::fields::truncate(&String::from_utf8_lossy(json), 200),
+                snippet: crate::masking::truncate(&String::from_utf8_lossy(json), 200),
             },
         )
     })

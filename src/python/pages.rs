@@ -6,10 +6,10 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::ContextExt;
 use pyo3_async_runtimes::TaskLocals;
 
-use super::completion::awaitable;
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
+use super::loop_handoff::awaitable;
 use super::runtime::{catch_panics, wait_shared, BizmsgRuntime, Reply};
 use crate::api::{PageStream, TaskScope};
 use crate::client::Response;

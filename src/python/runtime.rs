@@ -9,7 +9,7 @@
 //!
 //! Both remember the pid they were made in: a forked child gets new ones instead of waiting
 //! forever on threads that fork did not copy. Async results come back to the event loop through
-//! `completion.rs`.
+//! `loop_handoff.rs`.
 
 use std::cell::{OnceCell, RefCell};
 use std::future::Future;
@@ -342,7 +342,7 @@ impl GenericRuntime for BizmsgRuntime {
         }
     }
 
-    /// Unused by bizmsg (results go back through `completion.rs`); implemented for the
+    /// Unused by bizmsg (results go back through `loop_handoff.rs`); implemented for the
     /// bridge's interface on tokio's blocking pool.
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where

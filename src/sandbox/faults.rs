@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::state::lock;
+use crate::sync::lock;
 
 /// Which endpoint a fault applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

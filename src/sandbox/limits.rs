@@ -16,9 +16,9 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota};
 
-use super::state::lock;
 use super::store::{Account, PhoneNumber};
-use crate::campaign::tier_limit;
+use crate::platform::tier_limit;
+use crate::sync::lock;
 
 const WINDOW_MILLIS: i64 = 24 * 60 * 60 * 1000;
 

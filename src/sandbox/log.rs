@@ -7,8 +7,8 @@ use axum::http::request::Parts;
 use axum::http::Method;
 use serde_json::Value;
 
-use super::routes::SEND_PATH;
-use super::state::lock;
+use super::endpoints::SEND_PATH;
+use crate::sync::lock;
 
 /// Response bodies larger than this (big list pages) are not kept, so the log stays small.
 const MAX_RECORDED_RESPONSE_BYTES: usize = 64 * 1024;
@@ -63,7 +63,7 @@ impl RecordedRequest {
             request_id,
             connection: parts
                 .extensions
-                .get::<super::server::ConnectionNumber>()
+                .get::<super::connection::ConnectionNumber>()
                 .map_or(0, |number| number.0),
         }
     }

@@ -6,6 +6,8 @@
 mod answer;
 mod auth;
 mod config;
+mod connection;
+mod endpoints;
 mod fault_file;
 mod faults;
 mod limits;

@@ -15,16 +15,14 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::answer::Answer;
+use super::connection::CutSignal;
+use super::endpoints::{ACCOUNTS_PATH, NUMBERS_PATH, SEND_PATH};
 use super::faults::{Fault, Route};
 use super::log::{Outcome, RecordedRequest};
 use super::paging::PageRequest;
 use super::send;
-use super::server::CutSignal;
 use super::state::Shared;
 
-pub(crate) const SEND_PATH: &str = "/v1/chat/messages/send";
-pub(crate) const ACCOUNTS_PATH: &str = "/v1/chat/businessAccounts";
-pub(crate) const NUMBERS_PATH: &str = "/v1/chat/businessPhoneNumber";
 /// Far above any real send body; larger bodies get a 413.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 

@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
 use super::config::SandboxConfig;
+use super::connection::{ConnectionNumber, CutSignal};
 use super::faults::{Fault, Route};
 use super::log::RecordedRequest;
 use super::routes::router;
@@ -31,23 +32,6 @@ const FIRST_BYTES_TIMEOUT: Duration = if cfg!(test) {
 } else {
     IDLE_CONNECTION_TIMEOUT
 };
-
-/// Lets a request handler drop the connection it arrived on without answering. Put into every
-/// request's extensions by the connection task.
-#[derive(Clone)]
-pub(crate) struct CutSignal(Arc<Notify>);
-
-impl CutSignal {
-    pub(crate) fn cut(&self) {
-        // `notify_one` keeps a permit, so a cut is not lost if the connection task is busy.
-        self.0.notify_one();
-    }
-}
-
-/// Which TCP connection (numbered from 1 in accept order) a request arrived on, so tests can
-/// see keep-alive reuse. Put into every request's extensions by the connection task.
-#[derive(Clone, Copy)]
-pub(crate) struct ConnectionNumber(pub(crate) u64);
 
 /// A running sandbox server. Every method may be called from any thread; dropping it shuts the
 /// server down.
@@ -265,8 +249,8 @@ async fn serve_connection(
         request.extensions_mut().insert(number);
         service.call(request)
     });
-    // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=proxied), whose tests
-    // run on the sandbox as the direct transport's do. A cut drops every stream of the
+    // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=http2), whose tests
+    // run on the sandbox as the HTTP/1.1 transport's do. A cut drops every stream of the
     // connection: in those tests one request is in flight per connection when it matters.
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

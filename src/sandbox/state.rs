@@ -2,7 +2,7 @@
 //! connection, behind one `Arc`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::auth::Tokens;
@@ -13,6 +13,7 @@ use super::log::RequestLog;
 use super::seed;
 use super::store::Store;
 use super::traffic::Traffic;
+use crate::sync::lock;
 
 pub(crate) struct Shared {
     pub(crate) store: Store,
@@ -89,10 +90,4 @@ impl Stats {
             throttled: read(&self.throttled),
         }
     }
-}
-
-/// Locks without propagating a panic of another thread: every critical section leaves its data
-/// consistent, so the data behind a poisoned lock is still good.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

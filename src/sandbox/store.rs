@@ -9,7 +9,7 @@ use serde::ser::{Error as _, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use super::paging::{Envelope, PageRequest};
-use super::state::lock;
+use crate::sync::lock;
 
 /// An instant plus the UTC offset it is displayed in, serialized Java style:
 /// `2024-03-05T10:15:30.123+0800`.

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::state::lock;
+use crate::sync::lock;
 
 const WINDOW: Duration = Duration::from_secs(1);
 

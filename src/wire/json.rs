@@ -9,8 +9,8 @@
 use bytes::Bytes;
 use jiter::{Jiter, JiterError, Peek};
 
-use super::fields::truncate;
 use crate::error::{Error, Result};
+use crate::masking::truncate;
 
 /// The JSON text of one object exactly as received.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

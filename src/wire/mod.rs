@@ -6,9 +6,7 @@
 //! timestamps in another offset form), and strict only where the value would be unusable.
 
 mod account;
-pub(crate) mod fields;
 #[doc(hidden)]
-pub mod fuzz;
 mod json;
 pub mod model;
 mod page;

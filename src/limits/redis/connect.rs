@@ -1,5 +1,6 @@
 //! Opening connections to the store (on the background runtime): TCP, TLS with the client's
-//! own rustls configuration for `rediss://`, then AUTH and SELECT by redis-rs.
+//! own rustls configuration for `rediss://`, then AUTH and SELECT by redis-rs; and why an
+//! attempt failed (`Failure`), which `link.rs` judges for another attempt.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,12 +9,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::redis::aio::{MultiplexedConnection, PubSub, PubSubStream};
-use ::redis::{AsyncConnectionConfig, RedisConnectionInfo};
+use ::redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use super::link::Failure;
 use super::target::Target;
 
 /// How long one answer may take before the connection is given up for a new one. Scripts
@@ -153,5 +153,62 @@ impl AsyncWrite for Stream {
             Stream::Plain(stream) => stream.is_write_vectored(),
             Stream::Tls(stream) => stream.is_write_vectored(),
         }
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The server answered with an error, or the connection failed.
+    Redis(RedisError),
+    /// TCP or TLS failed before Redis was reached.
+    Connect(std::io::Error),
+    /// No answer in time.
+    TimedOut(&'static str),
+    /// The background runtime could not be used.
+    Background(String),
+}
+
+impl Failure {
+    /// Whether another attempt (on a new connection) may succeed: the store is away, not
+    /// misconfigured.
+    pub(super) fn retryable(&self) -> bool {
+        match self {
+            Failure::Connect(_) | Failure::TimedOut(_) => true,
+            Failure::Background(_) => false,
+            Failure::Redis(error) => match error.kind() {
+                ErrorKind::Io | ErrorKind::Parse => true,
+                ErrorKind::Server(kind) => {
+                    matches!(
+                        kind,
+                        ServerErrorKind::BusyLoading
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::ClusterDown
+                            | ServerErrorKind::MasterDown
+                            | ServerErrorKind::ReadOnly
+                    )
+                }
+                // A script still running on the server (`BUSY`).
+                ErrorKind::Extension => error.code() == Some("BUSY"),
+                _ => false,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Redis(error) => write!(f, "{error}"),
+            Failure::Connect(error) => write!(f, "cannot connect: {error}"),
+            Failure::TimedOut(what) => write!(f, "{what} timed out"),
+            Failure::Background(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Self {
+        Failure::Redis(error)
     }
 }

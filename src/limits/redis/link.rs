@@ -21,74 +21,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ::redis::aio::MultiplexedConnection;
-use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use ::redis::RedisError;
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
-use super::connect::{connect, subscribe, Live, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::connect::{connect, subscribe, Failure, Live, CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use super::target::Target;
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// Backoff between attempts while the store is unreachable.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LONGEST_RETRY: Duration = Duration::from_secs(2);
-
-/// Why an attempt failed.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// The server answered with an error, or the connection failed.
-    Redis(RedisError),
-    /// TCP or TLS failed before Redis was reached.
-    Connect(std::io::Error),
-    /// No answer in time.
-    TimedOut(&'static str),
-    /// The background runtime could not be used.
-    Background(String),
-}
-
-impl Failure {
-    /// Whether another attempt (on a new connection) may succeed: the store is away, not
-    /// misconfigured.
-    fn retryable(&self) -> bool {
-        match self {
-            Failure::Connect(_) | Failure::TimedOut(_) => true,
-            Failure::Background(_) => false,
-            Failure::Redis(error) => match error.kind() {
-                ErrorKind::Io | ErrorKind::Parse => true,
-                ErrorKind::Server(kind) => {
-                    matches!(
-                        kind,
-                        ServerErrorKind::BusyLoading
-                            | ServerErrorKind::TryAgain
-                            | ServerErrorKind::ClusterDown
-                            | ServerErrorKind::MasterDown
-                            | ServerErrorKind::ReadOnly
-                    )
-                }
-                // A script still running on the server (`BUSY`).
-                ErrorKind::Extension => error.code() == Some("BUSY"),
-                _ => false,
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Redis(error) => write!(f, "{error}"),
-            Failure::Connect(error) => write!(f, "cannot connect: {error}"),
-            Failure::TimedOut(what) => write!(f, "{what} timed out"),
-            Failure::Background(why) => write!(f, "{why}"),
-        }
-    }
-}
-
-impl From<RedisError> for Failure {
-    fn from(error: RedisError) -> Self {
-        Failure::Redis(error)
-    }
-}
 
 /// The runtime the connections of one process live on: one thread, `bizmsg-redis`, ended
 /// when this is dropped.
@@ -331,10 +275,4 @@ impl Link {
         }
         failed.alive.store(false, Ordering::Release);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

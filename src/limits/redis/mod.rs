@@ -77,14 +77,14 @@
 //!
 //! # Processes
 //! Callers run on many tokio runtimes; the connection lives on a runtime of its own
-//! (`link.rs`, `connect.rs`). Everything held per process (`here.rs`: runtime, connections,
+//! (`link.rs`, `connect.rs`). Everything held per process (`per_process.rs`: runtime, connections,
 //! reserved slots, copies) is made on first use and made anew in a forked child, which
 //! forgets the parent's without dropping it (dropping would close sockets the parent still
 //! uses). The operations themselves are in `store.rs`.
 
 mod connect;
-mod here;
 mod link;
+mod per_process;
 mod scripts;
 mod slots;
 mod store;
@@ -93,15 +93,16 @@ mod target;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use self::here::Here;
 use self::link::Link;
+use self::per_process::PerProcess;
 use self::scripts::Keys;
 use self::target::{Clock, Target};
 use super::check_rate;
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// The limits shared through one Redis.
 pub struct RedisLimits {
@@ -109,7 +110,7 @@ pub struct RedisLimits {
     tls: Option<Arc<rustls::ClientConfig>>,
     keys: Keys,
     /// This process's part, made on first use (anew in a forked child).
-    here: Mutex<Option<Arc<Here>>>,
+    here: Mutex<Option<Arc<PerProcess>>>,
 }
 
 impl std::fmt::Debug for RedisLimits {
@@ -118,12 +119,6 @@ impl std::fmt::Debug for RedisLimits {
             .field("url", &self.target.shown)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn micros(duration: Duration) -> u64 {
@@ -179,7 +174,7 @@ impl RedisLimits {
     /// This process's part, made on first use; a forked child makes its own and forgets the
     /// parent's (its runtime's thread does not exist in the child; dropping it would close
     /// sockets the parent still uses).
-    fn here(&self) -> Result<Arc<Here>> {
+    fn here(&self) -> Result<Arc<PerProcess>> {
         let pid = crate::process::id();
         let mut here = lock(&self.here);
         if let Some(current) = here.as_ref() {
@@ -190,7 +185,7 @@ impl RedisLimits {
         if let Some(inherited) = here.take() {
             std::mem::forget(inherited);
         }
-        let made = Arc::new(Here {
+        let made = Arc::new(PerProcess {
             pid,
             // The pid in it: a forked child's random generator repeats its parent's.
             origin: (u64::from(pid) << 32) ^ fastrand::u64(..),

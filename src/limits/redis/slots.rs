@@ -14,12 +14,13 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// How far ahead of its time a slot may be granted. Slots already granted still go when the
 /// store loses its state, so a sender can see `(1 + HORIZON) × pace + 1` messages in one
@@ -125,12 +126,6 @@ fn most(period: Duration) -> usize {
     usize::try_from(span)
         .unwrap_or(MOST_FAST)
         .clamp(MOST, MOST_FAST)
-}
-
-fn lock(mutex: &Mutex<State>) -> MutexGuard<'_, State> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn timeout() -> Error {

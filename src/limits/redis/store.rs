@@ -1,11 +1,11 @@
 //! The store's operations: each a script (or a plain command) run through the process's
-//! link to Redis, with the reserved slots and the copies of `here.rs` in front.
+//! link to Redis, with the reserved slots and the copies of `per_process.rs` in front.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 
-use super::here::{Here, Pairs, PoolKey, Reading};
+use super::per_process::{Pairs, PerProcess, PoolKey, Reading};
 use super::slots::Grant;
 use super::target::Clock;
 use super::{from_micros, lock, micros, period, scripts, RedisLimits};
@@ -33,7 +33,7 @@ impl RedisLimits {
     /// policy other than `noeviction`. Every key of ours expires on its own, so `volatile-*`
     /// policies take them first, and `allkeys-*` ones take an idle tier count. A store that
     /// refuses `CONFIG` (managed services often do) cannot be checked: said at debug level.
-    async fn eviction_policy(&self, here: &Here) -> Option<String> {
+    async fn eviction_policy(&self, here: &PerProcess) -> Option<String> {
         let settings: Result<Vec<String>> = here
             .link
             .once(|mut connection| async move {
@@ -70,7 +70,7 @@ impl RedisLimits {
     /// With `clock=local`, how far this host's clock is from the store's: logged at connect,
     /// a warning past `SKEW_WARNING` (a host ahead by `d` takes slots `d` early, and ends
     /// pauses `d` early).
-    async fn log_clock_difference(&self, here: &Here) {
+    async fn log_clock_difference(&self, here: &PerProcess) {
         let asked = SystemTime::now();
         let time: Result<(String, String)> = here
             .link
@@ -116,7 +116,7 @@ impl RedisLimits {
     /// Asks for up to `want` slots within `horizon`.
     async fn reserve(
         &self,
-        here: &Here,
+        here: &PerProcess,
         key: &PoolKey,
         want: usize,
         horizon: Duration,
@@ -157,7 +157,7 @@ impl RedisLimits {
     }
 
     /// Waits out the service's pause (for a message with no pace: no reservation to read it).
-    async fn service_pause(&self, here: &Here, deadline: Option<Instant>) -> Result<()> {
+    async fn service_pause(&self, here: &PerProcess, deadline: Option<Instant>) -> Result<()> {
         loop {
             let known = *lock(&here.service_pause);
             let until = match known {
@@ -192,7 +192,7 @@ impl RedisLimits {
 
     /// The spaced pairs of `sender` as this process knows them, read again when older than
     /// `PAIRS_FRESH_FOR` (by one caller; the others answer from the copy meanwhile).
-    async fn pairs_of(&self, here: &Here, sender: &str, recipient: &str) -> Result<Duration> {
+    async fn pairs_of(&self, here: &PerProcess, sender: &str, recipient: &str) -> Result<Duration> {
         let answer = |pairs: &Pairs| {
             pairs.until.get(recipient).map_or(Duration::ZERO, |until| {
                 until.saturating_duration_since(Instant::now())

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::super::redact_url;
 use crate::error::{Error, Result};
+use crate::masking::redact_url;
 
 /// How long operations wait for an unreachable store when the URL does not say (`wait=`):
 /// longer than a restart or a managed failover usually takes, short enough that a campaign

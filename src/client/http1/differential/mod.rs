@@ -1,4 +1,4 @@
-//! The direct transport's HTTP/1.1 reading, fuzzed differentially against hyper's client.
+//! The HTTP/1.1 transport's reading, fuzzed differentially against hyper's client.
 //!
 //! bizmsg keeps its own HTTP/1.1 codec for speed (CONTRIBUTING.md, "Architecture"); it must then be at
 //! least as strict as hyper, the client most Rust HTTP stacks stand on. Each answer is served

@@ -1,7 +1,10 @@
+//! The entry points of the cargo-fuzz targets in `fuzz/`. Above `wire` and `client`, whose
+//! decoders it drives, so neither imports the other for it.
+//!
 //! Every response decoder on arbitrary bytes (the JSON models, and the HTTP/1.1 framing they
-//! arrive in), for fuzzing: the cargo-fuzz target in `fuzz/`
-//! (long runs, coverage-guided) and a time-bounded property pass in `cargo test` (CI) both call
-//! [`decode_everything`].
+//! arrive in): the `decoders` target (long runs, coverage-guided) and a time-bounded property
+//! pass in `cargo test` (CI) both call [`decode_everything`]. The `differential` target's
+//! [`read_alike`] comes with the `fuzzing` feature, which brings hyper's client.
 //!
 //! What must hold for any input: no panic (a panic here would be one across the FFI in the
 //! bindings); every refusal is [`Error::Decode`]; what decodes keeps only bytes of the input
@@ -9,8 +12,11 @@
 
 use bytes::Bytes;
 
-use super::{BusinessAccount, BusinessPhoneNumber, FromWire, Page, SendResult};
 use crate::error::Error;
+use crate::wire::{BusinessAccount, BusinessPhoneNumber, FromWire, Page, SendResult};
+
+#[cfg(feature = "fuzzing")]
+pub use crate::client::http1::differential::read_alike;
 
 /// Runs the send-result, account-page, number-page, account, number and error-body decoders on
 /// `data`, and checks what must hold; panics (the fuzzer's signal) when it does not.
@@ -69,7 +75,7 @@ pub fn decode_everything(data: &[u8]) {
     refused(&BusinessPhoneNumber::from_json(body).map(drop), "number");
     let (_, message) = crate::client::error_body(data);
     assert!(message.chars().count() <= 501, "error message not bounded");
-    // The same bytes as an HTTP/1.1 answer off the wire (the direct transport's parser).
+    // The same bytes as an HTTP/1.1 answer off the wire (the HTTP/1.1 transport's parser).
     crate::client::check_any_answer(data);
 }
 

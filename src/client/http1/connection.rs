@@ -28,8 +28,8 @@ use tokio_rustls::TlsConnector;
 use super::codec::{self, Chunked, Framing, Malformed};
 use super::proxy::{self, ViaProxy};
 use crate::client::body::Abandoned;
+use crate::client::reply::{Oversized, Reply};
 use crate::client::request::Outgoing;
-use crate::client::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
 
 /// A TCP stream, or one wrapped in TLS (with the service, or with an `https://` proxy), or TLS

@@ -1,4 +1,4 @@
-//! Reaching the service through an HTTP proxy, from the direct transport: the same codec, pool
+//! Reaching the service through an HTTP proxy, from the HTTP/1.1 transport: the same codec, pool
 //! and keep-alive guards as a direct connection, so a client behind a corporate proxy is as
 //! fast and as safe as one without.
 //!
@@ -60,7 +60,7 @@ impl std::fmt::Debug for ViaProxy {
 pub(crate) enum ProxyChoice {
     /// Nothing: connect to the service.
     None,
-    /// An `http://` or `https://` proxy, which the direct transport speaks.
+    /// An `http://` or `https://` proxy, which the HTTP/1.1 transport speaks.
     Http(ViaProxy),
 }
 
@@ -149,7 +149,7 @@ fn choice_of(intercept: &Intercept) -> Result<ProxyChoice> {
 
 /// `proxy=` must be a URL the client can use; never shown with its user or password.
 fn check_explicit(proxy: &str) -> Result<url::Url> {
-    let shown = crate::limits::redact_url(proxy);
+    let shown = crate::masking::redact_url(proxy);
     let url = url::Url::parse(proxy.trim())
         .ok()
         .filter(url::Url::has_host)

@@ -1,4 +1,4 @@
-//! The direct transport (the usual case): HTTP/1.1 connections opened by bizmsg itself (TCP,
+//! The HTTP/1.1 transport (the usual case): HTTP/1.1 connections opened by bizmsg itself (TCP,
 //! TLS for `https://`), kept alive in an idle list per runtime. Each exchange drives its
 //! connection in the caller's own task, which is what makes a call cost no thread hop and no
 //! extra task wake-up.
@@ -24,16 +24,15 @@ use http::HeaderValue;
 
 use super::idle_limit::IdleLimit;
 use super::per_runtime::PerRuntime;
+use super::reply::Reply;
 use super::request::Outgoing;
-use super::transport::Reply;
 use crate::error::{Error, Result};
 use connection::{Conn, Connector, RequestHead};
 
 pub(crate) use codec::check_any_answer;
-pub(crate) use pool::IDLE_TIMEOUT;
 pub(crate) use proxy::{proxy_for, ProxyChoice, ViaProxy};
 
-pub(crate) struct DirectTransport {
+pub(crate) struct Http1Transport {
     connector: Connector,
     /// `Host` (`host[:port]`, as HTTP/1.1 requires in every request), and what a proxy needs.
     head: RequestHead,
@@ -42,7 +41,7 @@ pub(crate) struct DirectTransport {
     learning: IdleLimit,
 }
 
-impl DirectTransport {
+impl Http1Transport {
     pub(crate) fn new(
         base: &reqwest::Url,
         tls: Option<Arc<rustls::ClientConfig>>,
@@ -59,7 +58,7 @@ impl DirectTransport {
             proxy_authorization: forward.and_then(|via| via.authorization.clone()),
             host,
         };
-        Ok(DirectTransport {
+        Ok(Http1Transport {
             connector: Connector::new(base, tls, via, proxy_tls, connect_timeout)?,
             head,
             idle: PerRuntime::new(),

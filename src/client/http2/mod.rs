@@ -1,17 +1,17 @@
-//! The HTTP/2 transport (named `proxied` for its history: `BIZMSG_TRANSPORT=proxied` forces it):
+//! The HTTP/2 transport (`BIZMSG_TRANSPORT=http2` forces it, or `proxied`, its former name):
 //! requests go through reqwest, speaking HTTP/2 only (ALPN `h2` over TLS, prior knowledge over
 //! plain `http://`), through an HTTP proxy's `CONNECT` tunnel where one applies (`proxy=`, the
 //! environment, or the system's settings, honouring `NO_PROXY`).
 //!
 //! Never HTTP/1.1: every answer of the service in HTTP/1.1 is read by bizmsg's own codec
-//! (`direct/`), with its caps on interim answers and on bytes on the wire, which hyper's
+//! (`http1/`), with its caps on interim answers and on bytes on the wire, which hyper's
 //! HTTP/1.1 client lacks (an endless run of `100 Continue`, or chunk sizes padded without end,
 //! would hold it until the timeout). A server that does not speak HTTP/2 fails the call: a TLS
 //! handshake refused for want of a common ALPN protocol, or a broken connection.
 //! reqwest's own retries and redirects are off: every retry is the attempt loop's.
 //!
 //! - `idleness.rs`: how long the connection had been idle when a call went out on it, which the
-//!   keep-alive race is about (as the direct transport's pool, it learns the server's idle
+//!   keep-alive race is about (as the HTTP/1.1 transport's pool, it learns the server's idle
 //!   limit, `../idle_limit.rs`).
 
 mod idleness;
@@ -23,16 +23,16 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http_body::Body;
 
-use super::direct::IDLE_TIMEOUT;
 use super::idle_limit::IdleLimit;
+use super::idle_limit::IDLE_TIMEOUT;
 use super::per_runtime::PerRuntime;
+use super::reply::{Oversized, Reply};
 use super::request::Outgoing;
-use super::transport::{Oversized, Reply};
 use crate::error::{Error, Result};
 use idleness::{CountConnections, Idleness, InFlight};
 
-pub(crate) struct ProxiedTransport {
-    settings: ProxiedSettings,
+pub(crate) struct Http2Transport {
+    settings: Http2Settings,
     /// One reqwest client per runtime (its connections belong to that runtime's reactor).
     clients: PerRuntime<Pooled>,
     /// What the transport learned of the server's idle limit (`../idle_limit.rs`).
@@ -53,10 +53,10 @@ impl Pooled {
 }
 
 /// A request written on a connection that woke from idleness and ended without an answer
-/// within this is taken as lost to the server's idle close (the direct transport's rule).
+/// within this is taken as lost to the server's idle close (the HTTP/1.1 transport's rule).
 const LOST_WITHIN: Duration = Duration::from_secs(1);
 
-struct ProxiedSettings {
+struct Http2Settings {
     connect_timeout: Duration,
     proxy: Option<String>,
     tls: rustls::ClientConfig,
@@ -65,14 +65,14 @@ struct ProxiedSettings {
     local_plain_http: bool,
 }
 
-impl ProxiedTransport {
+impl Http2Transport {
     pub(crate) fn new(
         connect_timeout: Duration,
         proxy: Option<String>,
         tls: rustls::ClientConfig,
         local_plain_http: bool,
     ) -> Result<Self> {
-        let settings = ProxiedSettings {
+        let settings = Http2Settings {
             connect_timeout,
             proxy,
             tls,
@@ -80,7 +80,7 @@ impl ProxiedTransport {
         };
         // Built once now, so a bad proxy URL is refused when the client is made.
         settings.build(None)?;
-        Ok(ProxiedTransport {
+        Ok(Http2Transport {
             settings,
             clients: PerRuntime::new(),
             learning: IdleLimit::default(),
@@ -102,7 +102,7 @@ impl ProxiedTransport {
             let spare = request.again();
             let started = Instant::now();
             let mut call = pooled.idleness.begin();
-            let sent = send_proxied(&pooled.client, request, limit, &mut call).await;
+            let sent = send_http2(&pooled.client, request, limit, &mut call).await;
             // Woken from idleness and failed at once: what `judged` may take for the race.
             let lost_after = call
                 .woken_after()
@@ -177,7 +177,7 @@ impl ProxiedTransport {
         drop(gone);
     }
 
-    /// What a proxied call's answer (or failure) means for the caller and for the pool.
+    /// What an HTTP/2 call's answer (or failure) means for the caller and for the pool.
     /// `lost_after`: the idleness its connection had been woken from, when it failed at once.
     fn judged(
         &self,
@@ -200,7 +200,7 @@ impl ProxiedTransport {
             // transport learns the server's limit from it, and the send is `StaleConnection`
             // (sent once more with its key under `idempotent_sends`). Its client goes, so any
             // next attempt is made on a connection opened after this. (An interim answer,
-            // which h2 skips unseen, would not be told apart: the direct transport, which sees
+            // which h2 skips unseen, would not be told apart: the HTTP/1.1 transport, which sees
             // it, does not call such a loss stale.)
             Err(Untrusted::Lost(error)) => {
                 self.forget(pooled);
@@ -220,10 +220,10 @@ impl ProxiedTransport {
     }
 }
 
-/// HTTP/2 refusals sent again at once within one call (see `ProxiedTransport::send`).
+/// HTTP/2 refusals sent again at once within one call (see `Http2Transport::send`).
 const MAX_REFUSED: usize = 4;
 
-/// Why a proxied call failed, and whether its connection can no longer be trusted.
+/// Why an HTTP/2 call failed, and whether its connection can no longer be trusted.
 enum Untrusted {
     Call(Error),
     /// Refused by HTTP/2 before processing (a graceful GOAWAY, REFUSED_STREAM): a
@@ -242,7 +242,7 @@ impl From<Error> for Untrusted {
     }
 }
 
-async fn send_proxied(
+async fn send_http2(
     client: &reqwest::Client,
     request: Outgoing,
     limit: u64,
@@ -262,7 +262,7 @@ async fn send_proxied(
     call.answered();
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
-    // Judged as the direct transport judges them (`direct/codec.rs`): a status that is no
+    // Judged as the HTTP/1.1 transport judges them (`http1/codec.rs`): a status that is no
     // HTTP status (h2 carries any three digits), or a 101 no request asked for, is no answer.
     let status = parts.status.as_u16();
     if !(100..=599).contains(&status) || status == 101 {
@@ -290,7 +290,7 @@ async fn send_proxied(
     })
 }
 
-impl ProxiedSettings {
+impl Http2Settings {
     fn build(&self, counting: Option<CountConnections>) -> Result<reqwest::Client> {
         let mut builder = reqwest::Client::builder()
             // HTTP/2 only, over TLS (with ALPN `h2` alone, `tls::ALPN_H2`) and without it:
@@ -313,7 +313,7 @@ impl ProxiedSettings {
             let proxy = reqwest::Proxy::all(proxy.as_str())
                 .map_err(|e| {
                     // Never with its password.
-                    let shown = crate::limits::redact_url(proxy);
+                    let shown = crate::masking::redact_url(proxy);
                     Error::Configuration(format!("proxy {shown:?} is not usable: {e}"))
                 })?
                 .no_proxy(reqwest::NoProxy::from_env());

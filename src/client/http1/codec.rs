@@ -1,4 +1,4 @@
-//! HTTP/1.1 as the direct transport writes and reads it (RFC 9112): a request serialised into
+//! HTTP/1.1 as bizmsg writes and reads it (RFC 9112): a request serialised into
 //! one buffer, an answer's head parsed by httparse, and its body framed by `Content-Length`,
 //! chunked transfer coding, or the end of the connection.
 //!
@@ -508,7 +508,7 @@ fn crlf_lines(bytes: &[u8]) -> bool {
     })
 }
 
-/// For the fuzzers (`wire::fuzz`): the head parser and the chunked decoder on any bytes. What
+/// For the fuzzers (`crate::fuzzing`): the head parser and the chunked decoder on any bytes. What
 /// must hold: no panic; a parsed head lies within the bytes; a decoded body is never longer
 /// than what was consumed to decode it.
 pub(crate) fn check_any_answer(data: &[u8]) {

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::from_micros;
 use super::link::Link;
 use super::slots::Pool;
-use super::{from_micros, lock};
 use crate::limits::Scope;
+use crate::sync::lock;
 
 /// What one process keeps.
-pub(super) struct Here {
+pub(super) struct PerProcess {
     pub(super) pid: u32,
     /// Tells this process's announcements of pauses from others'.
     pub(super) origin: u64,
@@ -41,7 +42,7 @@ pub(super) struct Pairs {
 
 /// Marks a sender's pairs as being read; cleared however the reading ends.
 pub(super) struct Reading<'a> {
-    pub(super) here: &'a Here,
+    pub(super) here: &'a PerProcess,
     pub(super) sender: &'a str,
 }
 
@@ -53,7 +54,7 @@ impl Drop for Reading<'_> {
     }
 }
 
-impl Here {
+impl PerProcess {
     /// Drops the reserved slots a pause of `scope` holds back.
     pub(super) fn drop_slots(&self, scope: Scope<'_>) {
         for (key, pool) in lock(&self.pools).iter() {

@@ -1,18 +1,12 @@
-//! The idle connections of the direct transport, per runtime (`per_runtime.rs` says why), and
+//! The idle connections of the HTTP/1.1 transport, per runtime (`per_runtime.rs` says why), and
 //! which one a request takes: the most recently used one that is still open.
 
 use std::time::{Duration, Instant};
 
 use super::connection::Conn;
-use crate::client::idle_limit::IdleLimit;
+use crate::client::idle_limit::{IdleLimit, IDLE_TIMEOUT};
 use crate::client::per_runtime::PerRuntime;
 
-/// How long an idle connection is kept: below the idle limits of the usual servers in front of
-/// a service (Apache and Node.js close after 5 s, nginx after 75 s, load balancers after
-/// 60 s), so the pool drops an idle connection before the server does: reusing one the server
-/// is closing is the keep-alive race, where a send's outcome becomes unknown. A campaign sends
-/// far more often than this; a connection made again costs a handshake.
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Taken off a server's `Keep-Alive: timeout=`: the pool gives a connection up this much
 /// before the server does.
 const KEEP_ALIVE_MARGIN: Duration = Duration::from_millis(500);

@@ -1,4 +1,5 @@
-//! What a call learned about itself, beside the result.
+//! What a call learned about itself, beside the result. A leaf below `client` and `error`:
+//! a call's answer carries it, and so do the errors a call raises.
 
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! A pause shared by many calls: when one call of a batch is told to wait (`429` or `503`
-//! with `Retry-After`), every call of the batch waits, not only the one that was told.
+//! with `Retry-After`), every call of the batch waits, not only the one that was told. A limit
+//! kept in this process (`local.rs` pauses a campaign through it); the attempt loop
+//! (`client/execute.rs`) waits at it, and pauses it on a `Retry-After`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -52,9 +52,7 @@ enum Wake {
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Vec<Completed>> {
-        self.items
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.items)
     }
 
     /// Called on a runtime thread, without the GIL (except for the fallback wake).
