@@ -24,7 +24,8 @@ bizmsg could not be built from source (the error is above). Building it needs
 Most platforms need neither: an up-to-date pip (`python -m pip install --upgrade pip`) installs
 a ready wheel on Linux x86_64 and aarch64 (glibc 2.17+ or musl 1.2+), macOS x86_64 and arm64,
 and Windows x64 and arm64. Which platforms have wheels, and what to do on one that has none:
-the "Installing" page of bizmsg's documentation (docs/installing.md in this source).
+the "Installing" page of bizmsg's documentation: docs/installing.md in bizmsg's source
+(`pip download --no-deps --no-binary :all: bizmsg` fetches it; pip deletes the copy it built).
 """
 
 Hook = TypeVar("Hook", bound=Callable[..., Any])
