@@ -173,6 +173,15 @@ def freeze_between_sends(child: Child, sandbox: Sandbox, journal: Journal,
                          f"in {attempts} attempts")
 
 
+def start_then_freeze(child: Child, sandbox: Sandbox, journal: Journal) -> int:
+    """Starts ``child`` (a paced run, ready and waiting at its barrier), lets it send its first
+    messages, and freezes it between two sends (``freeze_between_sends``)."""
+    child.wait_ready()
+    child.go()
+    wait_for(lambda: sandbox.stats()["accepted"] >= 2, f"{child.name}'s first messages")
+    return freeze_between_sends(child, sandbox, journal)
+
+
 # -- 1. the journal's key, on the "claim again" path ----------------------------------------------
 
 
@@ -254,10 +263,7 @@ def test_a_run_frozen_past_its_lease_sends_none_of_the_claims_a_taker_took_over(
         a = children.start("a", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
                                      campaign_id=campaign, rate_limit=5, lease=LEASE), every)
         with continued_at_the_end(a):
-            a.wait_ready()
-            a.go()
-            wait_for(lambda: sandbox.stats()["accepted"] >= 2, "A's first messages")
-            sent_by_a = freeze_between_sends(a, sandbox, journal)
+            sent_by_a = start_then_freeze(a, sandbox, journal)
             frozen_at = time.monotonic()
             time.sleep(LEASE + 1.5)         # A's last sign of life is older than its lease
             while True:
@@ -365,10 +371,7 @@ def test_a_run_frozen_past_its_lease_that_nobody_took_over_sends_its_claims_when
         a = children.start("a", spec(sandbox, timeout=TIMEOUT, journal=journal.where,
                                      campaign_id=campaign, rate_limit=5, lease=LEASE), every)
         with continued_at_the_end(a):
-            a.wait_ready()
-            a.go()
-            wait_for(lambda: sandbox.stats()["accepted"] >= 2, "A's first messages")
-            sent_by_a = freeze_between_sends(a, sandbox, journal)
+            sent_by_a = start_then_freeze(a, sandbox, journal)
             time.sleep(2 * LEASE)
             os.kill(a.pid, signal.SIGCONT)
             a_record = a.result(timeout=45)

@@ -467,17 +467,13 @@ impl PostgresJournal {
         if again != session {
             return Err(pooled(&name, session, again));
         }
-        // Plans that stay right however big the journal grows (see PLANS).
+        // Plans that stay right however big the journal grows (see PLANS), and durable
+        // commits unless a transaction says otherwise (one of results alone): a claim never
+        // relies on the server's default, and costs no statement of its own.
         client
-            .batch_execute(PLANS)
+            .batch_execute(&format!("{PLANS}; SET synchronous_commit = on"))
             .await
             .map_err(|e| failed_pg("cannot set how its statements are planned", &e))?;
-        // Durable commits unless a transaction says otherwise (one of results alone): a claim
-        // never relies on the server's default, and costs no statement of its own.
-        client
-            .batch_execute("SET synchronous_commit = on")
-            .await
-            .map_err(|e| failed_pg("cannot set its commits durable", &e))?;
         let (campaign, fingerprints) = prepare(&mut client, campaign_id)
             .await
             .map_err(|e| failed("cannot prepare the schema", &e))?;
