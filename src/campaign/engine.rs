@@ -161,21 +161,19 @@ async fn run<P: Send + 'static>(
     };
     let error = engine.drive(&mut input).await.err();
     let not_sent = engine.stopped.is_some().then(|| engine.not_sent_note());
-    let summary = Summary {
+    let mut summary = Summary {
         campaign_id: engine.campaign_id.clone(),
         stopped: engine.stopped.take(),
         error,
         not_sent,
     };
     if let Some(journal) = engine.journal.take() {
-        // The last outcomes are committed before the caller hears the campaign is done.
+        // The last outcomes are committed, and the run ended, before the caller hears the
+        // campaign is done.
         if let Err(failure) = journal.flush().await {
-            let _ = engine.events.send(Event::Done(Summary {
-                error: Some(failure),
-                ..summary
-            }));
-            return;
+            summary.error = Some(failure);
         }
+        journal.end().await;
     }
     let _ = engine.events.send(Event::Done(summary));
 }

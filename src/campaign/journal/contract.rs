@@ -86,6 +86,32 @@ impl Store {
             }
         }
     }
+
+    /// The states of the runs recorded, sorted.
+    async fn run_states(&self) -> Vec<String> {
+        let mut states: Vec<String> = match self {
+            Store::Sqlite(path) => {
+                let connection = rusqlite::Connection::open(path).unwrap();
+                let mut statement = connection.prepare("SELECT state FROM bizmsg_runs").unwrap();
+                let states = statement
+                    .query_map([], |row| row.get(0))
+                    .unwrap()
+                    .collect::<rusqlite::Result<_>>()
+                    .unwrap();
+                states
+            }
+            Store::Postgres(server) => connect(&server.url)
+                .await
+                .query("SELECT state FROM bizmsg.runs", &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect(),
+        };
+        states.sort();
+        states
+    }
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {
@@ -413,5 +439,42 @@ async fn a_claim_that_meets_one_busy_message_claims_all_the_others() {
                 "message {n}"
             );
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ended_is_recorded_ended_and_holds_nothing_before_end_returns() {
+    for store in Store::all() {
+        let name = store.name();
+        let first = store.open("ending", LEASE).await;
+        assert!(first
+            .claim(claims(0..2, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        let mut sent = super::Row::new(identity(0), State::Sent, Some("a0".into()));
+        sent.claimed = true;
+        first.write(vec![sent]).unwrap();
+        first.flush().await.unwrap();
+        first.end().await;
+        // Once `end` returns (the caller hears the campaign is done), the run is recorded
+        // ended and its lock is gone: what it left in doubt is nobody's.
+        assert_eq!(store.run_states().await, ["ended"], "{name}");
+        let next = store.open("ending", LEASE).await;
+        let rows = next.lookup(vec![identity(0), identity(1)]).await.unwrap();
+        assert_eq!(rows[0].state, State::Sent, "{name}");
+        assert_eq!(rows[1].state, State::Dispatched, "{name}");
+        assert!(
+            !rows[1].held_elsewhere,
+            "{name}: an ended run still holds its claims"
+        );
+        assert!(
+            first.claim(claims(5..6, "a", false)).await.is_err(),
+            "{name}: an ended run claimed"
+        );
+        // Ending twice is harmless.
+        first.end().await;
+        next.end().await;
     }
 }

@@ -214,14 +214,14 @@ pub trait JournalStore: Send + Sync {
     /// The campaign the journal belongs to (given, or recorded by the run that made it).
     fn campaign_id(&self) -> &str;
 
-    /// Whether this run still holds its claims, checked before each of its requests is written
-    /// (`fence.rs`).
     /// How the campaign's messages are known (`Fingerprint::of_kind`), as recorded when its
     /// journal was made.
     fn fingerprints(&self) -> crate::campaign::message::FingerprintKind {
         crate::campaign::message::FingerprintKind::Sha256
     }
 
+    /// Whether this run still holds its claims, checked before each of its requests is written
+    /// (`fence.rs`).
     fn fence(&self) -> &std::sync::Arc<ClaimFence>;
 
     /// The records of these messages (those that have one), with `held_elsewhere` set for the
@@ -244,6 +244,12 @@ pub trait JournalStore: Send + Sync {
     fn flush(&self) -> BoxFuture<'_, Result<()>> {
         self.write_durably(Vec::new())
     }
+
+    /// Ends this run after what was written before: records it ended, releases its lock and
+    /// closes its connection, then returns. The campaign's caller hears it is done only after,
+    /// so what it does next with the journal (read it, start another run) finds this run
+    /// closed. Every command after fails.
+    fn end(&self) -> BoxFuture<'_, ()>;
 }
 
 /// The journal record of a finished message.

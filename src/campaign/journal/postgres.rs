@@ -327,6 +327,8 @@ enum Command {
         rows: Vec<Row>,
         reply: Option<oneshot::Sender<Result<()>>>,
     },
+    /// The run ends (after what was queued before): told once its session is closed.
+    End { reply: oneshot::Sender<()> },
 }
 
 pub struct PostgresJournal {
@@ -446,7 +448,7 @@ impl PostgresJournal {
         let fence = Arc::new(ClaimFence::new(lease, registering));
         let connection_name = Arc::clone(&name);
         let connection_fence = Arc::clone(&fence);
-        tokio::spawn(async move {
+        let session_task = tokio::spawn(async move {
             // However it ends, its session's lock is gone with it: other runs may take this
             // run's claims at once, so it sends nothing more (its fence).
             let ended = connection.await;
@@ -519,6 +521,7 @@ impl PostgresJournal {
             name: Arc::clone(&name),
             fence: Arc::clone(&fence),
             taken: None,
+            session_task,
         };
         tokio::spawn(writer.serve(received, lease));
         Ok(PostgresJournal {
@@ -681,6 +684,16 @@ impl JournalStore for PostgresJournal {
     fn write(&self, rows: Vec<Row>) -> Result<()> {
         self.send(Command::Write { rows, reply: None })
     }
+
+    fn end(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            // A writer that has stopped already has closed its session.
+            if self.send(Command::End { reply }).is_ok() {
+                let _ = answer.await;
+            }
+        })
+    }
 }
 
 /// The task that owns the connection.
@@ -698,6 +711,8 @@ struct Writer {
     /// Set once this run was taken over: from then on it writes the results of the messages
     /// it still holds (they were sent: a taker must not send them again), and nothing else.
     taken: Option<Error>,
+    /// Drives the connection; ends once the session is closed.
+    session_task: tokio::task::JoinHandle<()>,
 }
 
 /// Tells a waiting caller how its command's transaction went.
@@ -712,6 +727,7 @@ impl Writer {
         let patience = lease.mul_f64(TAKE_OVER_AFTER).max(MIN_PATIENCE);
         // The first failure ends the run: every later command gets it.
         let mut failure: Option<Error> = None;
+        let mut ending = None;
         loop {
             let first = tokio::select! {
                 command = commands.recv() => match command {
@@ -737,6 +753,10 @@ impl Writer {
             while let Ok(more) = commands.try_recv() {
                 batch.push(more);
             }
+            ending = take_end(&mut batch);
+            if batch.is_empty() {
+                break;
+            }
             let mut replies: Vec<Reply> = Vec::new();
             if failure.is_none() {
                 let ran = tokio::time::timeout(patience, self.run_batch(batch, &mut replies)).await;
@@ -755,16 +775,34 @@ impl Writer {
             for reply in replies {
                 reply(failure.as_ref());
             }
+            if ending.is_some() {
+                break;
+            }
         }
         if failure.is_none() && self.taken.is_none() {
-            // The run ends; closing the connection (when this task ends) releases its lock.
-            let _ = self
-                .client
-                .execute(
+            // The run ends; closing the connection (below) releases its lock.
+            let _ = tokio::time::timeout(
+                patience,
+                self.client.execute(
                     "UPDATE bizmsg.runs SET state = 'ended', ended_at = now() WHERE id = $1",
                     &[&self.run],
-                )
-                .await;
+                ),
+            )
+            .await;
+        }
+        // The session closed before the caller hears the run ended: a run it starts next
+        // finds this one's lock released.
+        let Writer {
+            client,
+            statements,
+            session_task,
+            ..
+        } = self;
+        drop(statements);
+        drop(client);
+        let _ = tokio::time::timeout(MIN_PATIENCE, session_task).await;
+        if let Some(reply) = ending {
+            let _ = reply.send(());
         }
     }
 
@@ -1044,6 +1082,8 @@ impl Writer {
             let refused = match command {
                 Command::Write { reply, .. } => reply.is_some(),
                 Command::Lookup { .. } | Command::Claim { .. } => true,
+                // Never in a batch (`take_end`).
+                Command::End { .. } => false,
             };
             if taken && refused {
                 answers.push(Answer::Refused);
@@ -1076,6 +1116,7 @@ impl Writer {
                     writes.extend(rows.iter().cloned());
                     answers.push(Answer::Written);
                 }
+                Command::End { .. } => answers.push(Answer::Written),
             }
         }
         lost += write(&transaction, statements, campaign, run, writes)
@@ -1236,6 +1277,25 @@ fn answer_only(command: Command) -> Reply {
                 let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
             }
         }),
+        Command::End { reply } => Box::new(move |_| {
+            let _ = reply.send(());
+        }),
+    }
+}
+
+/// Takes the run's end out of a batch; a command queued after it (none is, once the engine
+/// ends its run) is answered as one the ended run cannot make.
+fn take_end(batch: &mut Vec<Command>) -> Option<oneshot::Sender<()>> {
+    let at = batch
+        .iter()
+        .position(|command| matches!(command, Command::End { .. }))?;
+    let after: Vec<Command> = batch.drain(at + 1..).collect();
+    for command in after {
+        answer_only(command)(None);
+    }
+    match batch.pop() {
+        Some(Command::End { reply }) => Some(reply),
+        _ => None,
     }
 }
 

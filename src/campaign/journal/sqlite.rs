@@ -50,6 +50,8 @@ enum Command {
         /// Told once the rows are committed (a retry's new key waits for it).
         reply: Option<oneshot::Sender<Result<()>>>,
     },
+    /// The run ends (after what was queued before): told once its connection is closed.
+    End { reply: oneshot::Sender<()> },
 }
 
 pub struct SqliteJournal {
@@ -194,6 +196,16 @@ impl JournalStore for SqliteJournal {
 
     fn write(&self, rows: Vec<Row>) -> Result<()> {
         self.send(Command::Write { rows, reply: None })
+    }
+
+    fn end(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            // A writer that has stopped already has closed its connection.
+            if self.send(Command::End { reply }).is_ok() {
+                let _ = answer.await;
+            }
+        })
     }
 }
 
@@ -439,6 +451,7 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
     // A sign of life a few times per lease, for processes that cannot see the lock (a frozen
     // one keeps it), which confirms this run's fence too.
     let beat = heartbeat_every(run.lease);
+    let mut ending = None;
     loop {
         let first = match commands.recv_timeout(beat) {
             Ok(command) => command,
@@ -459,6 +472,10 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
         let mut batch = vec![first];
         while let Ok(more) = commands.try_recv() {
             batch.push(more);
+        }
+        ending = take_end(&mut batch);
+        if batch.is_empty() {
+            break;
         }
         let mut replies: Vec<Reply> = Vec::new();
         let started = stamp();
@@ -485,6 +502,9 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
             log::error!(target: "bizmsg", "campaign journal {}: {failure}", path.display());
             earlier_failure = Some(failure);
         }
+        if ending.is_some() {
+            break;
+        }
     }
     // The run ends: recorded, then its lock released (a reader never sees a running run
     // without its lock).
@@ -493,6 +513,30 @@ fn serve(mut connection: Connection, path: &Path, mut run: Run, commands: mpsc::
         params![run.id, now()],
     );
     drop(run.lock.take());
+    // Closed before the caller hears the run ended. A caller that reads the file next with
+    // another copy of SQLite in this process (Python's sqlite3) does not see our connection
+    // (POSIX locks are per process), so closing theirs would checkpoint and delete the WAL
+    // ours still had open: the file is then malformed (sqlite.org/howtocorrupt.html, 2.2.1).
+    drop(connection);
+    if let Some(reply) = ending {
+        let _ = reply.send(());
+    }
+}
+
+/// Takes the run's end out of a batch; a command queued after it (none is, once the engine
+/// ends its run) is answered as one the ended run cannot make.
+fn take_end(batch: &mut Vec<Command>) -> Option<oneshot::Sender<()>> {
+    let at = batch
+        .iter()
+        .position(|command| matches!(command, Command::End { .. }))?;
+    let after: Vec<Command> = batch.drain(at + 1..).collect();
+    for command in after {
+        answer_only(command)(Some("the run has ended"));
+    }
+    match batch.pop() {
+        Some(Command::End { reply }) => Some(reply),
+        _ => None,
+    }
 }
 
 /// What this run is told when it was taken for a dead one.
@@ -536,6 +580,9 @@ fn answer_only(command: Command) -> Reply {
                 let _ = reply.send(Err(failed(failure)));
             }
         }),
+        Command::End { reply } => Box::new(move |_: Option<&str>| {
+            let _ = reply.send(());
+        }),
     }
 }
 
@@ -563,6 +610,8 @@ fn run_batch(
         let refused = match &command {
             Command::Write { reply, .. } => reply.is_some(),
             Command::Lookup { .. } | Command::Claim { .. } => true,
+            // Never in a batch (`take_end`).
+            Command::End { .. } => false,
         };
         if taken && refused {
             let reply = answer_only(command);
@@ -600,6 +649,7 @@ fn run_batch(
                     }));
                 }
             }
+            Command::End { reply } => replies.push(answer_only(Command::End { reply })),
         }
     }
     transaction.commit()?;
