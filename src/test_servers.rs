@@ -34,13 +34,18 @@ fn free_port() -> u16 {
         .port()
 }
 
+#[cfg(unix)]
 fn is_root() -> bool {
     // SAFETY: a plain system call without arguments.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// PostgreSQL's binaries on Debian.
+/// PostgreSQL's binaries on Debian. None elsewhere (under wine, /usr/lib is the host's, whose
+/// binaries are Linux's).
 fn postgres_bin() -> Option<PathBuf> {
+    if cfg!(not(unix)) {
+        return None;
+    }
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
@@ -51,6 +56,7 @@ fn postgres_bin() -> Option<PathBuf> {
 }
 
 /// The uid and gid of the `postgres` user.
+#[cfg(unix)]
 fn postgres_user() -> Option<(u32, u32)> {
     let name = std::ffi::CString::new("postgres").ok()?;
     // SAFETY: getpwnam returns a pointer into static storage, read at once, or null.
@@ -64,6 +70,7 @@ fn postgres_user() -> Option<(u32, u32)> {
 }
 
 /// A command run as the `postgres` user when we are root (it refuses root), as our own child.
+#[cfg(unix)]
 fn as_postgres(program: &Path) -> Command {
     use std::os::unix::process::CommandExt;
     let mut command = Command::new(program);
@@ -72,6 +79,12 @@ fn as_postgres(program: &Path) -> Command {
         command.uid(uid).gid(gid);
     }
     command
+}
+
+/// Elsewhere (the core's tests for Windows, run under wine) there is no root to avoid.
+#[cfg(not(unix))]
+fn as_postgres(program: &Path) -> Command {
+    Command::new(program)
 }
 
 pub(crate) struct PostgresServer {
@@ -89,6 +102,7 @@ impl PostgresServer {
         };
         let dir = std::env::temp_dir().join(format!("bizmsg-pg-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
+        #[cfg(unix)]
         if is_root() {
             let Some((uid, gid)) = postgres_user() else {
                 return missing("a postgres user to run PostgreSQL as");

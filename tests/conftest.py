@@ -183,6 +183,10 @@ def bizmsg_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureF
     caplog.set_level(1)
     caplog.set_level(1, logger="bizmsg")
     bizmsg.refresh_logging()
+    # Tier warnings are logged once a day per process: a test reading them starts afresh.
+    from bizmsg import _logging
+
+    _logging.forget_logged()
     yield caplog
     # caplog restores the levels after this teardown; the Rust side re-reads them lazily.
     logging.getLogger("bizmsg").setLevel(logging.NOTSET)

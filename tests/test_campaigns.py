@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -762,6 +763,38 @@ def test_tier_warnings_when_an_account_passes_its_messaging_tier(
               if r.name == "bizmsg" and r.levelno == logging.WARNING]
     assert any(near.message in line for line in logged)
     assert any(over.message in line for line in logged)
+
+
+def test_a_tier_warning_is_logged_once_a_day_per_process_and_listed_on_every_result() -> None:
+    """Three campaigns of one process pass the tier of the same TIER_50 account: each result
+    lists both tier warnings, while the log has each once (a fresh process: the once-a-day
+    memory is the process's)."""
+    code = f"""
+import json, logging
+import bizmsg
+from bizmsg.testing import Sandbox
+logged = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        logged.append(record.getMessage())
+logging.getLogger("bizmsg").addHandler(Keep())
+rows = [dict(to=f"86138{{i:08d}}", from_={FAST!r}, template=dict(name="order_update",
+            parameters=["A-1"], language="en_US")) for i in range(60)]
+listed = []
+with Sandbox(seed_data={SEED_DATA!r}) as sandbox, sandbox.client() as client:
+    for _ in range(3):
+        result = client.messages.send_many(rows, pace="auto", enforce_tier=False)
+        listed.append([w.kind for w in result.warnings])
+print(json.dumps({{"listed": listed, "logged": [t for t in logged if "messaging tier" in t]}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["listed"] == [["tier_near", "tier"]] * 3, seen
+    assert len(seen["logged"]) == 2, seen
+    assert "80% of its messaging tier" in seen["logged"][0], seen
+    assert "past its messaging tier" in seen["logged"][1], seen
 
 
 def test_enforce_limits_refuses_new_recipients_past_the_tier() -> None:

@@ -156,6 +156,7 @@ def _native_client(
         from . import _notebook
 
         _notebook.attach()
+        _logging.place_last()
     # A level set on the "bizmsg" logger since the last client applies from this one on.
     _native.refresh_logging()
     return _native.NativeClient(

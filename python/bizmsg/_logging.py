@@ -1,7 +1,7 @@
 """Logging: the Rust core logs to ``logging.getLogger("bizmsg")``.
 
 One DEBUG line per attempt (method, path, status, time, attempt, request id) and a WARNING when
-a retry is scheduled. Phone numbers are masked and template parameters and tokens are never
+a retry is scheduled. A campaign's tier warnings are logged once a day per process. Phone numbers are masked and template parameters and tokens are never
 logged. ``BIZMSG_LOG=debug`` (or ``info``) installs a stderr handler at import.
 
 Nothing is logged before a client (or a sandbox) exists, so the bridge from Rust's log records
@@ -12,10 +12,61 @@ import ``logging`` (it would cost a third of the import's time).
 from __future__ import annotations
 
 import os
+import time
+from typing import TYPE_CHECKING
 
 from . import _native
 
+if TYPE_CHECKING:
+    import logging
+
 _installed = False
+
+#: How a campaign's tier warnings begin and what they name (``campaign/senders.rs``).
+_CAMPAIGN = "campaign: "
+_TIER = "messaging tier"
+
+
+class _TierWarningsOncePerDay:
+    """A filter on the ``bizmsg`` logger: each tier warning (the same account, the same
+    warning) is logged once a day (UTC) per process, however many campaigns pass the tier;
+    every campaign's result still lists it (``BulkResult.warnings``). Four workers running 30
+    campaigns logged the same warning 23 times. Placed after the notebook's filter
+    (``place_last``), so that a warning a notebook holds back counts only once it is logged."""
+
+    def __init__(self) -> None:
+        self.logged: dict[str, tuple[int, int, int]] = {}
+
+    def __call__(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # pragma: no cover - not ours to judge
+            return True
+        if not text.startswith(_CAMPAIGN) or _TIER not in text:
+            return True
+        day = time.gmtime(record.created)[:3]
+        if self.logged.get(text) == day:
+            return False
+        self.logged[text] = day
+        return True
+
+
+_once_a_day = _TierWarningsOncePerDay()
+
+
+def place_last() -> None:
+    """Puts the once-a-day filter after every other filter of the ``bizmsg`` logger (the
+    notebook's is added when the first client is made in a kernel)."""
+    import logging
+
+    logger = logging.getLogger("bizmsg")
+    logger.removeFilter(_once_a_day)
+    logger.addFilter(_once_a_day)
+
+
+def forget_logged() -> None:
+    """Forgets which tier warnings were logged today (for tests that read the log)."""
+    _once_a_day.logged.clear()
 
 
 def ensure_installed() -> None:
@@ -28,6 +79,7 @@ def ensure_installed() -> None:
     # A library logs and leaves handling to the application: without any handler, Python's
     # last-resort handler would print our warnings to stderr.
     logging.getLogger("bizmsg").addHandler(logging.NullHandler())
+    place_last()
     _native.install_logging()
     _installed = True
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::handle::Warning;
 use super::journal::{recorded_result, Identity, Journaling, Row, State};
 use super::keys::KeySource;
-use super::message::{FingerprintMap, Input, Prepared};
+use super::message::{Fingerprint, FingerprintKind, FingerprintMap, Input, Prepared};
 use super::outcome::{Outcome, Status};
 use super::send::{in_doubt, Ready};
 use super::senders::{Account, SenderPolicy};
@@ -68,6 +68,8 @@ pub(super) struct Admission {
     occurrences: FingerprintMap<u32>,
     /// With `pace="auto"`.
     pub(super) senders: Option<SenderPolicy>,
+    /// How the campaign knows its messages (its journal's record).
+    fingerprints: FingerprintKind,
 }
 
 impl Admission {
@@ -76,8 +78,10 @@ impl Admission {
         dedupe: bool,
         resend_unknown: bool,
         senders: Option<SenderPolicy>,
+        fingerprints: FingerprintKind,
     ) -> Self {
         Admission {
+            fingerprints,
             keys,
             dedupe,
             resend_unknown,
@@ -94,10 +98,14 @@ impl Admission {
             payload,
             message,
         } = item;
-        let prepared = match message {
+        let mut prepared = match message {
             Ok(prepared) => prepared,
             Err(error) => return Identified::Decided(Outcome::failed(index, payload, error)),
         };
+        if self.fingerprints != FingerprintKind::Sha256 {
+            // A campaign whose journal began with another kind of fingerprint keeps it.
+            prepared.fingerprint = Fingerprint::of_kind(&prepared.request, self.fingerprints);
+        }
         let fingerprint = prepared.fingerprint;
         let occurrence = if self.dedupe {
             match self.seen.entry(fingerprint) {

@@ -28,7 +28,7 @@ use super::handle::{
 };
 use super::journal::{row_of, Claimed, Identity, JournalStore, Journaling, Row};
 use super::keys::KeySource;
-use super::message::Input;
+use super::message::{FingerprintKind, Input};
 use super::open_journal::open_journal;
 use super::outcome::Outcome;
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
@@ -228,7 +228,15 @@ impl<P: Send + 'static> Engine<P> {
             enforce_tier: options.enforce_tier,
             breaker: Breaker::new(options.unreachable_after, options.unreachable_for),
             stop_note: None,
-            admission: Admission::new(keys, options.dedupe, options.resend_unknown, senders),
+            admission: Admission::new(
+                keys,
+                options.dedupe,
+                options.resend_unknown,
+                senders,
+                journal
+                    .as_ref()
+                    .map_or(FingerprintKind::Sha256, |journal| journal.fingerprints()),
+            ),
             events,
             control,
             stop_signal,

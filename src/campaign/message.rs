@@ -122,27 +122,83 @@ fn encode_with(to: &str, from: &str, template_json: &[u8]) -> Result<Bytes> {
 }
 
 /// A message's content: recipient, sender, template name, parameters and language, as sent.
-/// Two messages with the same fingerprint are the same message (128 bits: a collision, which
-/// would wrongly skip a message as a duplicate, is not a practical concern).
+/// Two messages with the same fingerprint are the same message: one is skipped as a duplicate
+/// of the other, and a key derived from it is the other's. So it is a cryptographic hash
+/// (SHA-256, its first 128 bits): nobody can craft a recipient or a parameter that collides
+/// with another message. Journals made before it know their messages by xxh3
+/// (`FingerprintKind::Xxh3`), and keep them so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fingerprint(pub u128);
 
+/// How a campaign's fingerprints are computed: recorded by its journal when it is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FingerprintKind {
+    Sha256,
+    /// A non-cryptographic hash, of journals made before the fingerprint was SHA-256: their
+    /// campaigns resume with the identities (and the derived keys) they began with.
+    Xxh3,
+}
+
+impl FingerprintKind {
+    /// As a journal records it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FingerprintKind::Sha256 => "sha256",
+            FingerprintKind::Xxh3 => "xxh3",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "sha256" => Some(FingerprintKind::Sha256),
+            "xxh3" => Some(FingerprintKind::Xxh3),
+            _ => None,
+        }
+    }
+}
+
 impl Fingerprint {
     pub fn of(request: &SendRequest) -> Self {
-        let mut hasher = Xxh3::new();
-        // Each part is followed by a separator no part can contain (validated text has no NUL),
-        // so ("ab", "c") and ("a", "bc") differ.
-        for part in [
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for part in Self::parts(request) {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        let digest = hasher.finalize();
+        // Its first 128 bits (a SHA-256 digest has 256: the zip never runs short).
+        let mut first = [0u8; 16];
+        for (byte, digested) in first.iter_mut().zip(digest.iter()) {
+            *byte = *digested;
+        }
+        Fingerprint(u128::from_be_bytes(first))
+    }
+
+    /// The fingerprint `kind` computes.
+    pub fn of_kind(request: &SendRequest, kind: FingerprintKind) -> Self {
+        match kind {
+            FingerprintKind::Sha256 => Self::of(request),
+            FingerprintKind::Xxh3 => {
+                let mut hasher = Xxh3::new();
+                for part in Self::parts(request) {
+                    hasher.update(part.as_bytes());
+                    hasher.update(&[0]);
+                }
+                Fingerprint(hasher.digest128())
+            }
+        }
+    }
+
+    /// What a fingerprint covers, each part followed by a separator no part can contain
+    /// (validated text has no NUL), so ("ab", "c") and ("a", "bc") differ.
+    fn parts(request: &SendRequest) -> [&str; 5] {
+        [
             request.to.as_str(),
             request.from.as_str(),
             request.template.name.as_str(),
             request.template.parameters.as_str(),
             request.template.language.as_str(),
-        ] {
-            hasher.update(part.as_bytes());
-            hasher.update(&[0]);
-        }
-        Fingerprint(hasher.digest128())
+        ]
     }
 
     pub fn to_hex(self) -> String {
@@ -159,7 +215,7 @@ impl Fingerprint {
 pub type FingerprintMap<V> =
     std::collections::HashMap<Fingerprint, V, std::hash::BuildHasherDefault<FingerprintHasher>>;
 
-/// Hashes a [`Fingerprint`] to its low 64 bits, which xxh3 already spread evenly.
+/// Hashes a [`Fingerprint`] to its low 64 bits, which its hash already spread evenly.
 #[derive(Default)]
 pub struct FingerprintHasher(u64);
 
@@ -197,6 +253,46 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    fn request() -> SendRequest {
+        message("8613800000000", json!(["a"])).validate().unwrap()
+    }
+
+    #[test]
+    fn a_fingerprint_is_the_first_128_bits_of_the_sha256_of_the_parts() {
+        // The same digest as any SHA-256 gives: Python's hashlib.sha256(parts).hexdigest()
+        // begins f16ce44ca5b692bd86ebba8a626b37c1.
+        let request = request();
+        let mut parts = Vec::new();
+        for part in Fingerprint::parts(&request) {
+            parts.extend_from_slice(part.as_bytes());
+            parts.push(0);
+        }
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(&parts);
+        let expected = u128::from_be_bytes(digest.get(..16).unwrap().try_into().unwrap());
+        assert_eq!(Fingerprint::of(&request), Fingerprint(expected));
+        assert_eq!(
+            Fingerprint::of(&request).to_hex(),
+            "f16ce44ca5b692bd86ebba8a626b37c1"
+        );
+        assert_eq!(
+            Fingerprint::of_kind(&request, FingerprintKind::Sha256),
+            Fingerprint::of(&request)
+        );
+    }
+
+    #[test]
+    fn an_xxh3_fingerprint_never_changes() {
+        // Journals made before SHA-256 know their messages by these: a change would make
+        // every resumed message look new and send it again.
+        let fingerprint = Fingerprint::of_kind(&request(), FingerprintKind::Xxh3);
+        assert_eq!(fingerprint.to_hex(), XXH3_OF_REQUEST);
+    }
+
+    /// What the xxh3 fingerprint of `request()` was before SHA-256, and what the `xxhash`
+    /// package of PyPI computes for its parts (`xxh3_128_hexdigest`).
+    const XXH3_OF_REQUEST: &str = "fd4f18c75f3850979f5a1758ca65e9fc";
 
     proptest::proptest! {
         /// The body built around a template encoded beforehand is byte for byte what

@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::handle::{Control, ABANDON, RUN};
-use super::journal::{Identity, JournalStore, Row, State, Unfenced};
+use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
 use super::message::Prepared;
 use super::outcome::{Outcome, Status};
@@ -375,12 +375,14 @@ async fn attempt(
             .await;
         // Answered: until the next attempt begins, nothing is on its way.
         progress.between_attempts();
-        if let (Err(Error::SharedState(_)), Some(fence)) = (&result, fence) {
+        if let (Err(Error::SharedState(refusal)), Some(fence)) = (&result, fence) {
             match fence.check() {
                 // Refused as it was about to be written: never sent, and not to be.
                 Err(lost @ Unfenced::Lost(_)) => return Attempted::lost(lost, key),
                 // Refused while a journal round trip was slow: sent once it answers.
                 Err(Unfenced::Stale(_)) => continue,
+                // Refused as stale, and confirmed since (a heartbeat in between): sent now.
+                Ok(()) if refusal.starts_with(STALE) => continue,
                 Ok(()) => {}
             }
         }

@@ -205,6 +205,60 @@ async fn a_rerun_with_the_journal_sends_nothing_twice() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A journal made before fingerprints were SHA-256 (format 3: xxh3 identities, no record of
+/// their kind): this bizmsg resumes its campaign knowing the messages as that journal does, so
+/// what was sent is not sent again, and a new message gets the key an xxh3 identity derives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_of_xxh3_fingerprints_resumes_its_campaign_without_sending_twice() {
+    use crate::campaign::message::{Fingerprint, FingerprintKind};
+    use crate::campaign::{Identity, KeySource};
+    let (sandbox, client, sender) = setup().await;
+    let dir = std::env::temp_dir().join(format!("bizmsg-engine-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.db");
+    let options = Options {
+        journal: Some(crate::campaign::JournalTarget::File(path.clone())),
+        campaign_id: Some("legacy".into()),
+        ..Options::default()
+    };
+    let messages = vec![
+        message("8613800138000", &sender),
+        message("8613800138001", &sender),
+    ];
+    let first = run(&client, options.clone(), &messages[..1]).await;
+    assert_eq!(statuses(&first), ["sent"]);
+    // What format 3 wrote: the same row under its xxh3 fingerprint, no kind recorded.
+    let request = |m: &SendMessage| Prepared::new(m, None).unwrap().request;
+    let legacy = |m: &SendMessage| Fingerprint::of_kind(&request(m), FingerprintKind::Xxh3);
+    {
+        let db = rusqlite::Connection::open(&path).unwrap();
+        let changed = db
+            .execute(
+                "UPDATE bizmsg_messages SET fingerprint = ?1 WHERE fingerprint = ?2",
+                [
+                    legacy(&messages[0]).to_hex(),
+                    Fingerprint::of(&request(&messages[0])).to_hex(),
+                ],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+        db.execute_batch(
+            "DELETE FROM bizmsg_campaign WHERE name = 'fingerprint';
+             UPDATE bizmsg_campaign SET value = '3' WHERE name = 'schema';",
+        )
+        .unwrap();
+    }
+    let second = run(&client, options, &messages).await;
+    assert_eq!(statuses(&second), ["skipped", "sent"]);
+    assert_eq!(sandbox.stats().accepted, 2, "each message committed once");
+    let derived = KeySource::for_campaign("legacy").key(Identity {
+        fingerprint: legacy(&messages[1]),
+        occurrence: 0,
+    });
+    assert_eq!(second[1].idempotency_key.as_deref(), Some(derived.as_str()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_campaign_id_gives_every_run_the_same_keys() {
     let (sandbox, client, sender) = setup().await;
@@ -503,4 +557,129 @@ async fn a_send_is_checked_against_its_fence_just_before_it_is_written() {
         gaps[gaps.len() * 99 / 100],
         gaps[gaps.len() - 1]
     );
+}
+
+/// Shared limits where another process spaces the message's pair (its pair-rate code) while
+/// the message waits for its pacing slot: after the slot, the pair is checked again, waited
+/// for, and a new slot taken; the request leaves only then. Before the fix the pair was checked
+/// only before the pacing wait, which can be seconds long: the message went out into a pair
+/// the platform had just refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use super::handle::Control;
+    use super::send::{send_one, Context, Ready};
+    use crate::campaign::Identity;
+    use crate::error::Result;
+    use crate::limits::{LimitsStore, Scope, Slot, TierCount};
+
+    /// A shared store in which the pair is spaced (200 ms) by the time the first pacing wait
+    /// ends, and free otherwise; it records what the send asked of it.
+    #[derive(Default)]
+    struct SpacedDuringPacing {
+        asked: Mutex<Vec<&'static str>>,
+        pair_checks: AtomicUsize,
+    }
+
+    impl SpacedDuringPacing {
+        fn note(&self, what: &'static str) {
+            self.asked.lock().unwrap().push(what);
+        }
+    }
+
+    impl LimitsStore for SpacedDuringPacing {
+        fn admit<'a>(
+            &'a self,
+            _slot: Slot<'a>,
+            _deadline: Option<std::time::Instant>,
+        ) -> BoxFuture<'a, Result<()>> {
+            self.note("slot");
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(())
+            })
+        }
+        fn pause<'a>(&'a self, _scope: Scope<'a>, _wait: Duration) -> BoxFuture<'a, Result<()>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
+        fn space_pair<'a>(
+            &'a self,
+            _sender: &'a str,
+            _recipient: &'a str,
+            _cap: Duration,
+        ) -> BoxFuture<'a, Result<Duration>> {
+            Box::pin(std::future::ready(Ok(Duration::ZERO)))
+        }
+        fn pair_wait<'a>(
+            &'a self,
+            _sender: &'a str,
+            _recipient: &'a str,
+        ) -> BoxFuture<'a, Result<Duration>> {
+            let check = self.pair_checks.fetch_add(1, Ordering::SeqCst);
+            let wait = if check == 1 {
+                self.note("pair spaced");
+                Duration::from_millis(200)
+            } else {
+                self.note("pair free");
+                Duration::ZERO
+            };
+            Box::pin(std::future::ready(Ok(wait)))
+        }
+        fn count_recipients<'a>(
+            &'a self,
+            _account: &'a str,
+            _limit: u64,
+            _recipients: &'a [u64],
+        ) -> BoxFuture<'a, Result<TierCount>> {
+            Box::pin(std::future::ready(Ok(TierCount {
+                verdicts: Vec::new(),
+                unique: 0,
+            })))
+        }
+        fn is_shared(&self) -> bool {
+            true
+        }
+    }
+
+    let (sandbox, client, sender) = setup().await;
+    let store = Arc::new(SpacedDuringPacing::default());
+    let context = Arc::new(Context {
+        client,
+        call: CallOptions::default(),
+        control: Arc::new(Control::new()),
+        limits: Arc::clone(&store) as Arc<dyn LimitsStore>,
+        rate: Some(("pair-test".to_owned(), 10.0)),
+        journal: None,
+    });
+    let prepared = Prepared::new(&message("8613800138000", &sender), None).unwrap();
+    let ready = Ready {
+        index: 0,
+        payload: (),
+        identity: Identity {
+            fingerprint: prepared.fingerprint,
+            occurrence: 0,
+        },
+        prepared,
+        key: "pair-test-0".to_owned(),
+        pace: None,
+    };
+    let finished = send_one(context, ready).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        [
+            "pair free",
+            "slot",
+            // Spaced while it waited for its slot: waited for, then a new slot.
+            "pair spaced",
+            "pair free",
+            "slot",
+            "pair free",
+        ]
+    );
+    assert_eq!(sandbox.stats().accepted, 1);
 }

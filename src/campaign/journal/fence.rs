@@ -100,14 +100,14 @@ impl std::fmt::Display for Unfenced {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Unfenced::Lost(reason) => write!(f, "this run no longer holds its claims: {reason}"),
-            Unfenced::Stale(age) => write!(
-                f,
-                "this run's journal has not confirmed its claims for {:.1}s",
-                age.as_secs_f64()
-            ),
+            Unfenced::Stale(age) => write!(f, "{STALE} for {:.1}s", age.as_secs_f64()),
         }
     }
 }
+
+/// How a refusal for a fence only stale begins (`Unfenced::Stale`): a send refused so, whose
+/// fence a round trip confirmed meanwhile, is sent again, never reported failed.
+pub const STALE: &str = "this run's journal has not confirmed its claims";
 
 /// One run's fence, shared by its journal (which confirms or loses it) and its sends.
 #[derive(Debug)]

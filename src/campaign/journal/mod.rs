@@ -31,7 +31,7 @@ mod sqlite;
 
 use futures::future::BoxFuture;
 
-pub use fence::{ClaimFence, Unfenced, SESSION_GRACE};
+pub use fence::{ClaimFence, Unfenced, SESSION_GRACE, STALE};
 pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;
 
@@ -216,6 +216,12 @@ pub trait JournalStore: Send + Sync {
 
     /// Whether this run still holds its claims, checked before each of its requests is written
     /// (`fence.rs`).
+    /// How the campaign's messages are known (`Fingerprint::of_kind`), as recorded when its
+    /// journal was made.
+    fn fingerprints(&self) -> crate::campaign::message::FingerprintKind {
+        crate::campaign::message::FingerprintKind::Sha256
+    }
+
     fn fence(&self) -> &std::sync::Arc<ClaimFence>;
 
     /// The records of these messages (those that have one), with `held_elsewhere` set for the

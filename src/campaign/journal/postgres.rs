@@ -31,12 +31,12 @@ use uuid::Uuid;
 
 use super::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
-use crate::campaign::message::Fingerprint;
+use crate::campaign::message::{Fingerprint, FingerprintKind};
 use crate::client::{tls_config, Verify};
 use crate::error::{Error, Result};
 
 /// The version of the `bizmsg` schema this code reads and writes.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 /// The advisory lock (transaction-level) that makes creating or changing the schema one step
 /// for all processes: a constant of bizmsg's own ("bizmsg" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0000_6269_7a6d_7367;
@@ -133,6 +133,14 @@ const OWN_LEASES: &str = "
     ALTER TABLE bizmsg.runs
         ADD COLUMN IF NOT EXISTS lease_seconds double precision NOT NULL DEFAULT 300;
     DROP FUNCTION IF EXISTS bizmsg.run_alive(uuid, double precision);";
+
+/// Version 3 knew messages only by xxh3 fingerprints: from version 4 each campaign records how
+/// its fingerprints are computed. Campaigns recorded before keep xxh3 (they resume with the
+/// identities and derived keys they began with); a campaign made now is SHA-256. A bizmsg of
+/// version 3 refuses the schema, so it never resumes a campaign it would not recognise.
+const FINGERPRINT_KINDS: &str = "
+    ALTER TABLE bizmsg.campaigns
+        ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT 'xxh3';";
 
 /// How the journal's statements are planned, for the session. Each statement finds its messages
 /// by the primary key's first columns, `fingerprint = ANY ($n) AND campaign = $1`, so what it
@@ -324,6 +332,7 @@ enum Command {
 pub struct PostgresJournal {
     commands: mpsc::UnboundedSender<Command>,
     campaign_id: String,
+    fingerprints: FingerprintKind,
     fence: Arc<ClaimFence>,
     /// The database as errors name it (no password).
     name: Arc<str>,
@@ -469,7 +478,7 @@ impl PostgresJournal {
             .batch_execute("SET synchronous_commit = on")
             .await
             .map_err(|e| failed_pg("cannot set its commits durable", &e))?;
-        let campaign = prepare(&mut client, campaign_id)
+        let (campaign, fingerprints) = prepare(&mut client, campaign_id)
             .await
             .map_err(|e| failed("cannot prepare the schema", &e))?;
         let run = Uuid::new_v4();
@@ -519,6 +528,7 @@ impl PostgresJournal {
         Ok(PostgresJournal {
             commands,
             campaign_id: campaign_id.to_owned(),
+            fingerprints,
             fence,
             name,
         })
@@ -535,7 +545,10 @@ impl PostgresJournal {
 
 /// Makes the schema on first use (or checks its version) and the campaign's row; returns the
 /// campaign's id.
-async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<i64, Error> {
+async fn prepare(
+    client: &mut Client,
+    campaign_id: &str,
+) -> std::result::Result<(i64, FingerprintKind), Error> {
     let sql = |e: tokio_postgres::Error| Error::Campaign(describe(&e));
     let transaction = client.transaction().await.map_err(sql)?;
     transaction
@@ -562,6 +575,10 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
             transaction.batch_execute(SCHEMA).await.map_err(sql)?;
             transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
             transaction
+                .batch_execute(FINGERPRINT_KINDS)
+                .await
+                .map_err(sql)?;
+            transaction
                 .execute(
                     "INSERT INTO bizmsg.meta (name, value) VALUES ('schema_version', $1)",
                     &[&SCHEMA_VERSION.to_string()],
@@ -570,13 +587,19 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
                 .map_err(sql)?;
         }
         Some(Ok(SCHEMA_VERSION)) => {}
-        Some(Ok(version @ (1 | 2))) => {
+        Some(Ok(version @ (1..=3))) => {
             if version == 1 {
                 // Made by a development build: the key's order differs.
                 transaction.batch_execute(MESSAGES_KEY).await.map_err(sql)?;
             }
-            transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
-            transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
+            if version < 3 {
+                transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
+                transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
+            }
+            transaction
+                .batch_execute(FINGERPRINT_KINDS)
+                .await
+                .map_err(sql)?;
             transaction
                 .execute(
                     "UPDATE bizmsg.meta SET value = $1 WHERE name = 'schema_version'",
@@ -595,21 +618,28 @@ async fn prepare(client: &mut Client, campaign_id: &str) -> std::result::Result<
     }
     transaction
         .execute(
-            "INSERT INTO bizmsg.campaigns (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO bizmsg.campaigns (name, fingerprint) VALUES ($1, $2)
+             ON CONFLICT (name) DO NOTHING",
+            &[&campaign_id, &FingerprintKind::Sha256.name()],
+        )
+        .await
+        .map_err(sql)?;
+    let found = transaction
+        .query_one(
+            "SELECT id, fingerprint FROM bizmsg.campaigns WHERE name = $1",
             &[&campaign_id],
         )
         .await
         .map_err(sql)?;
-    let id: i64 = transaction
-        .query_one(
-            "SELECT id FROM bizmsg.campaigns WHERE name = $1",
-            &[&campaign_id],
-        )
-        .await
-        .map_err(sql)?
-        .get(0);
+    let kind: String = found.get(1);
+    let fingerprints = FingerprintKind::from_name(&kind).ok_or_else(|| {
+        Error::Campaign(format!(
+            "campaign {campaign_id:?} knows its messages by a fingerprint this bizmsg does not \
+             compute ({kind:?})"
+        ))
+    })?;
     transaction.commit().await.map_err(sql)?;
-    Ok(id)
+    Ok((found.get(0), fingerprints))
 }
 
 impl JournalStore for PostgresJournal {
@@ -619,6 +649,10 @@ impl JournalStore for PostgresJournal {
 
     fn fence(&self) -> &Arc<ClaimFence> {
         &self.fence
+    }
+
+    fn fingerprints(&self) -> FingerprintKind {
+        self.fingerprints
     }
 
     fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
@@ -853,11 +887,17 @@ impl Writer {
     /// A claim run as one transaction; when it meets a message another transaction is
     /// inserting now (a run frozen inside its claim, a commit stuck on a standby), run again in
     /// halves, each waiting less, until only that message is left: it alone is answered held by
-    /// another run, the others are claimed.
+    /// another run, the others are claimed (within `SPLIT_BUDGET`: the parts not tried by then
+    /// are answered held by another run too).
     async fn claim_around_busy_rows(&mut self, claims: &[Claim]) -> Result<Answer> {
         let mut answers: Vec<Option<Claimed>> = vec![None; claims.len()];
         let mut parts = vec![(0, claims.len(), CLAIM_LOCK_WAIT)];
+        let began = std::time::Instant::now();
         while let Some((start, end, wait)) = parts.pop() {
+            if wait == BUSY_LOCK_WAIT && began.elapsed() >= SPLIT_BUDGET {
+                // Left unanswered: held by another run (below), claimed again in a moment.
+                continue;
+            }
             let Some(part) = claims.get(start..end) else {
                 continue;
             };
@@ -1110,6 +1150,11 @@ fn taken_over(name: &str) -> Error {
 /// its halves wait less.
 const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(2);
 const BUSY_LOCK_WAIT: Duration = Duration::from_millis(200);
+/// How long a claim goes on splitting around busy rows: the parts not tried by then are
+/// answered held by another run (the engine waits for them, and claims them again in a
+/// moment). A run frozen inside a claim of many rows another run also claims would otherwise
+/// cost that run a wait per busy row, and its journal would be taken for hung (`MIN_PATIENCE`).
+const SPLIT_BUDGET: Duration = Duration::from_secs(3);
 
 /// The least a journal round trip is waited for before the connection is taken for lost.
 const MIN_PATIENCE: Duration = Duration::from_secs(10);
@@ -1764,6 +1809,7 @@ mod tests {
             .batch_execute(
                 "ALTER TABLE bizmsg.messages DROP CONSTRAINT messages_pkey, \
                    ADD CONSTRAINT messages_pkey PRIMARY KEY (campaign, fingerprint, occurrence); \
+                 ALTER TABLE bizmsg.campaigns DROP COLUMN fingerprint; \
                  UPDATE bizmsg.meta SET value = '1' WHERE name = 'schema_version'",
             )
             .await
@@ -1771,6 +1817,14 @@ mod tests {
         let reopened = PostgresJournal::open(&server.url, "spring", LEASE)
             .await
             .unwrap();
+        // Its campaign knew its messages by xxh3, and still does; a campaign made now is
+        // SHA-256.
+        assert_eq!(reopened.fingerprints(), FingerprintKind::Xxh3);
+        let summer = PostgresJournal::open(&server.url, "summer", LEASE)
+            .await
+            .unwrap();
+        assert_eq!(summer.fingerprints(), FingerprintKind::Sha256);
+        drop(summer);
         let key: String = client
             .query_one(
                 "SELECT pg_get_constraintdef(oid) FROM pg_constraint \

@@ -98,10 +98,22 @@ fn try_lock(file: &File, exclusive: bool) -> io::Result<bool> {
     }
 }
 
-/// Without `flock`, a run's lock tells nothing: liveness rests on the journal's lease alone.
+/// Elsewhere (Windows: `LockFileEx`), the standard library's file locks, which the system also
+/// drops when the process ends. (Answering "held" here made every run's own lock fail to be
+/// taken, so no campaign with a journal could start on Windows; the core's tests under wine
+/// found it.)
 #[cfg(not(unix))]
-fn try_lock(_: &File, _: bool) -> io::Result<bool> {
-    Ok(false)
+fn try_lock(file: &File, exclusive: bool) -> io::Result<bool> {
+    let taken = if exclusive {
+        file.try_lock()
+    } else {
+        file.try_lock_shared()
+    };
+    match taken {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
 }
 
 #[cfg(test)]

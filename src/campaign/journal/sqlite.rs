@@ -25,11 +25,14 @@ use tokio::sync::oneshot;
 use super::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
 use super::run_lock::{is_alive, lock_dir, RunLock};
 use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row, State};
+use crate::campaign::message::FingerprintKind;
 use crate::error::{Error, Result};
 
-/// Format 3: messages known by identity (format 1 knew them by position), runs with their own
-/// lease (format 2 judged them by the reader's), and claims.
-const SCHEMA: &str = "3";
+/// Format 4: messages known by identity (format 1 knew them by position), runs with their own
+/// lease (format 2 judged them by the reader's), claims, and the kind of fingerprint the
+/// campaign's identities are (format 3 knew only xxh3: a bizmsg of format 3 must not resume a
+/// campaign whose messages it would not recognise).
+const SCHEMA: &str = "4";
 /// How long a transaction waits for another process's to end before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -54,6 +57,7 @@ pub struct SqliteJournal {
     fence: Arc<ClaimFence>,
     thread: Option<JoinHandle<()>>,
     campaign_id: String,
+    fingerprints: FingerprintKind,
     path: PathBuf,
 }
 
@@ -83,12 +87,13 @@ impl SqliteJournal {
         connection
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| failed(path, "is not usable", e))?;
-        let campaign_id = prepare(&mut connection, path, campaign_id).map_err(|e| match e {
-            Setup::Sqlite(e) => failed(path, "is not usable", e),
-            Setup::Refused(message) => {
-                Error::Campaign(format!("journal {}: {message}", path.display()))
-            }
-        })?;
+        let (campaign_id, fingerprints) =
+            prepare(&mut connection, path, campaign_id).map_err(|e| match e {
+                Setup::Sqlite(e) => failed(path, "is not usable", e),
+                Setup::Refused(message) => {
+                    Error::Campaign(format!("journal {}: {message}", path.display()))
+                }
+            })?;
         let id = uuid::Uuid::new_v4().to_string();
         let registering = stamp();
         let locks = lock_dir(path);
@@ -120,6 +125,7 @@ impl SqliteJournal {
             fence,
             thread: Some(thread),
             campaign_id,
+            fingerprints,
             path: path.to_owned(),
         })
     }
@@ -147,6 +153,10 @@ impl JournalStore for SqliteJournal {
 
     fn fence(&self) -> &Arc<ClaimFence> {
         &self.fence
+    }
+
+    fn fingerprints(&self) -> FingerprintKind {
+        self.fingerprints
     }
 
     fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
@@ -258,7 +268,7 @@ fn prepare(
     connection: &mut Connection,
     path: &Path,
     campaign_id: Option<&str>,
-) -> std::result::Result<String, Setup> {
+) -> std::result::Result<(String, FingerprintKind), Setup> {
     use_wal(connection)?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -275,6 +285,7 @@ fn prepare(
             )
             .optional()
     };
+    let made_now = setting("schema")?.is_none();
     match setting("schema")?.as_deref() {
         None => {
             transaction.execute_batch(TABLES)?;
@@ -298,6 +309,7 @@ fn prepare(
             }
             record_own_leases(&transaction)?;
         }
+        Some("3") => {}
         Some(SCHEMA) => {}
         Some(other) => {
             return Err(Setup::Refused(format!(
@@ -325,8 +337,33 @@ fn prepare(
             id
         }
     };
+    let fingerprints = match setting("fingerprint")? {
+        Some(name) => FingerprintKind::from_name(&name).ok_or_else(|| {
+            Setup::Refused(format!(
+                "knows its messages by a fingerprint this bizmsg does not compute ({name:?})"
+            ))
+        })?,
+        None => {
+            // A journal made now: SHA-256. One made before fingerprints were recorded: xxh3,
+            // the only kind there was, so its campaign resumes as it began.
+            let kind = if made_now {
+                FingerprintKind::Sha256
+            } else {
+                FingerprintKind::Xxh3
+            };
+            transaction.execute(
+                "INSERT INTO bizmsg_campaign (name, value) VALUES ('fingerprint', ?1)",
+                [kind.name()],
+            )?;
+            kind
+        }
+    };
+    transaction.execute(
+        "UPDATE bizmsg_campaign SET value = ?1 WHERE name = 'schema'",
+        [SCHEMA],
+    )?;
     transaction.commit()?;
-    Ok(id)
+    Ok((id, fingerprints))
 }
 
 /// Format 1 knew a message by its position in the input. Each row becomes the record of its
@@ -1016,6 +1053,11 @@ mod tests {
         }
         let journal = SqliteJournal::open(&path, None, LEASE).unwrap();
         assert_eq!(journal.campaign_id(), "old");
+        // Made before fingerprints were SHA-256: its messages stay known by xxh3.
+        assert_eq!(journal.fingerprints(), FingerprintKind::Xxh3);
+        let fresh = SqliteJournal::open(&dir.join("new.db"), None, LEASE).unwrap();
+        assert_eq!(fresh.fingerprints(), FingerprintKind::Sha256);
+        drop(fresh);
         let rows = journal
             .lookup(
                 (0..3)
