@@ -7,7 +7,7 @@
 //! Ctrl-C or a cancelled task stop taking messages; what was queued is reported skipped, and
 //! the sends in flight finish (or, when the caller abandons the campaign, end as unknown).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -22,11 +22,11 @@ use super::admit::{
     held_elsewhere, still_in_doubt, Admission, Admitted, AfterLostClaim, Identified,
 };
 use super::breaker::Breaker;
-use super::claim_size::ClaimSize;
+use super::claims::Claims;
 use super::handle::{
     Campaign, Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP,
 };
-use super::journal::{row_of, Claim, Claimed, Identity, JournalStore, Journaling, Row};
+use super::journal::{row_of, Claimed, Identity, JournalStore, Journaling, Row};
 use super::keys::KeySource;
 use super::message::{FingerprintKind, Input};
 use super::open_journal::open_journal;
@@ -47,10 +47,6 @@ const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// Outcomes the caller has not taken yet, past which no new message is dispatched (messages in
 /// flight still finish): a slow `on_result` slows the campaign instead of filling memory.
 const MAX_UNDELIVERED: usize = 65_536;
-/// How many times one message may lose its claim and be claimed again before it is reported
-/// held by another run: a holder that is neither alive nor takeable must not keep the run
-/// claiming in a loop.
-const MAX_RECLAIMS: u8 = 4;
 
 struct Engine<P> {
     concurrency: usize,
@@ -69,25 +65,15 @@ struct Engine<P> {
     admission: Admission,
     journal: Option<Arc<dyn JournalStore>>,
     campaign_id: Option<String>,
-    ready: VecDeque<Ready<P>>,
-    /// How many messages at the front of `ready` are marked in the journal.
-    marked: usize,
-    /// How many the next claim asks for (it follows the campaign's speed).
-    claim_size: ClaimSize,
+    /// The messages ready to send, and their claims in the journal.
+    claims: Claims<P>,
     inflight: FuturesUnordered<BoxFuture<'static, Finished<P>>>,
     buffer: Vec<Outcome<P>>,
     stopped: Option<Stop>,
-    /// Messages taken again while in doubt since an earlier run (`resend_unknown`): whatever
-    /// this run sees of them, their journal rows stay in doubt unless a result comes back.
-    doubtful: HashSet<u64>,
     /// The first journal failure: the campaign stops gracefully and reports it at the end.
     failure: Option<Error>,
-    /// How many times the send queue was emptied by a stop (claims made before are ignored).
-    drained: u64,
     /// Messages another run holds, waited for.
     waiting: Waiting<P>,
-    /// How many times each message lost its claim and was claimed again.
-    reclaims: HashMap<u64, u8>,
 }
 
 /// Sleeps until `when` (forever when there is none).
@@ -255,17 +241,12 @@ impl<P: Send + 'static> Engine<P> {
             context,
             journal,
             campaign_id,
-            ready: VecDeque::new(),
-            marked: 0,
-            claim_size: ClaimSize::default(),
+            claims: Claims::new(),
             inflight: FuturesUnordered::new(),
             buffer: Vec::with_capacity(BATCH),
             stopped: None,
-            doubtful: HashSet::new(),
             failure: None,
-            drained: 0,
             waiting: Waiting::new(waiting::patience(options.lease)),
-            reclaims: HashMap::new(),
         })
     }
 
@@ -286,7 +267,7 @@ impl<P: Send + 'static> Engine<P> {
             if state == ABANDON && !self.inflight.is_empty() {
                 self.abandon_in_flight().await;
             }
-            if stopping && !self.ready.is_empty() {
+            if stopping && !self.claims.is_empty() {
                 // Whatever was queued after the stop is reported, never left waiting.
                 self.skip_waiting();
             }
@@ -295,7 +276,7 @@ impl<P: Send + 'static> Engine<P> {
                 && !waiting_for_input
                 && !stopping
                 && !backlog
-                && self.ready.len() < CHUNK.max(2 * self.concurrency).max(self.claim_size.size())
+                && self.claims.len() < CHUNK.max(2 * self.concurrency).max(self.claims.size())
             {
                 waiting_for_input = true;
                 self.emit(Event::NeedInput(CHUNK));
@@ -313,7 +294,7 @@ impl<P: Send + 'static> Engine<P> {
             // now): every item the driver pulled gets an outcome, even after a stop.
             let finished_input = (input_done || stopping) && !waiting_for_input;
             if finished_input
-                && self.ready.is_empty()
+                && self.claims.is_empty()
                 && self.inflight.is_empty()
                 && self.waiting.is_empty()
             {
@@ -342,7 +323,7 @@ impl<P: Send + 'static> Engine<P> {
                 }
                 marked = async { match marking.as_mut() { Some(m) => m.await, None => std::future::pending().await } }, if marking.is_some() => {
                     marking = None;
-                    self.claim_size.answered();
+                    self.claims.answered();
                     match marked {
                         Ok((drained, claimed)) => self.claimed(drained, claimed),
                         Err(error) => self.fail(error),
@@ -546,10 +527,7 @@ impl<P: Send + 'static> Engine<P> {
     /// those whose holder's grace is past).
     fn claim_waiting(&mut self) {
         for Due { ready, in_doubt } in self.waiting.due(std::time::Instant::now()) {
-            if in_doubt {
-                self.doubtful.insert(ready.index);
-            }
-            self.ready.push_back(ready);
+            self.claims.queue(ready, in_doubt);
         }
     }
 
@@ -569,16 +547,14 @@ impl<P: Send + 'static> Engine<P> {
         // keys; held by a live run: its to send. Never written: not this run's.
         let (settling, held) = self.waiting.drain();
         for ready in settling {
-            self.doubtful.remove(&ready.index);
+            self.claims.forget_doubt(ready.index);
             self.buffer.push(still_in_doubt(ready));
         }
         for ready in held {
             self.buffer.push(held_elsewhere(ready));
         }
-        let waiting: Vec<Ready<P>> = self.ready.drain(..).collect();
-        let marked = std::mem::take(&mut self.marked);
         // Claims being made now are answered for messages no longer waiting: ignored.
-        self.drained = self.drained.wrapping_add(1);
+        let (waiting, marked) = self.claims.drain();
         for (position, ready) in waiting.into_iter().enumerate() {
             let mut outcome = Outcome::skipped(ready.index, ready.payload, note.clone());
             outcome.idempotency_key = Some(ready.key);
@@ -622,7 +598,7 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn journal_outcome(&mut self, outcome: &Outcome<P>, journaling: Journaling) -> Result<()> {
-        let doubt_before = self.doubtful.remove(&outcome.index);
+        let doubt_before = self.claims.forget_doubt(outcome.index);
         let (identity, claimed) = match journaling {
             Journaling::Write(identity) => (identity, true),
             Journaling::WriteIfHeld(identity) => (identity, false),
@@ -638,24 +614,7 @@ impl<P: Send + 'static> Engine<P> {
     /// wins is marked `dispatched` with its key, durably.
     fn mark_ahead(&mut self) -> Option<Marking> {
         let journal = self.journal.clone()?;
-        if !self.claim_size.wants_more(self.marked) || self.marked >= self.ready.len() {
-            return None;
-        }
-        self.claim_size.asked();
-        let claims: Vec<Claim> = self
-            .ready
-            .iter()
-            .skip(self.marked)
-            // Up to the size in all, never a size more: what a killed run leaves in doubt is at
-            // most the largest size and what was in flight.
-            .take(self.claim_size.size().saturating_sub(self.marked))
-            .map(|ready| Claim {
-                identity: ready.identity,
-                key: ready.key.clone(),
-                take_over: self.doubtful.contains(&ready.index),
-            })
-            .collect();
-        let drained = self.drained;
+        let (drained, claims) = self.claims.next_claims()?;
         Some(Box::pin(async move {
             let claimed = journal.claim(claims).await?;
             Ok((drained, claimed))
@@ -666,66 +625,32 @@ impl<P: Send + 'static> Engine<P> {
     /// marked; the others are taken out of the queue with the outcome their records give
     /// (done, being sent by another run, in doubt), or queued again when it says they may go.
     fn claimed(&mut self, drained: u64, claimed: Vec<Claimed>) {
-        if drained != self.drained {
+        let Some(answer) = self.claims.answer(drained, claimed) else {
             // The queue was emptied meanwhile (a stop): these messages were reported already.
             return;
+        };
+        for index in answer.won {
+            self.waiting.done(index);
         }
-        let start = self.marked;
-        let mut won = 0;
-        let mut lost = Vec::new();
-        for (offset, claim) in claimed.into_iter().enumerate() {
-            match claim {
-                Claimed::Won { key } => {
-                    won += 1;
-                    // The key its record holds: a message taken over in doubt goes out with
-                    // the key it may already have gone out with, whatever key this run had.
-                    if let Some(ready) = self.ready.get_mut(start + offset) {
-                        ready.key = key;
-                        if !self.reclaims.is_empty() {
-                            self.reclaims.remove(&ready.index);
-                        }
-                        self.waiting.done(ready.index);
-                    }
-                }
-                Claimed::Lost(row) => lost.push((start + offset, row)),
-            }
-        }
-        // From the back, so the positions before stay right.
         let mut settled = Vec::new();
-        for (position, row) in lost.into_iter().rev() {
-            let Some(ready) = self.ready.remove(position) else {
-                continue;
-            };
+        for (ready, row) in answer.lost {
             match self.admission.after_lost_claim(ready, &row) {
                 AfterLostClaim::Settled(outcome) => settled.push(outcome),
-                // At the back, to be claimed again, a few times at most: a holder neither
-                // alive nor takeable must not keep the run claiming in a loop.
                 AfterLostClaim::ClaimAgain { ready, in_doubt } => {
-                    let tries = self.reclaims.entry(ready.index).or_insert(0);
-                    *tries = tries.saturating_add(1);
-                    if *tries > MAX_RECLAIMS {
-                        self.reclaims.remove(&ready.index);
-                        self.doubtful.remove(&ready.index);
+                    if let Some(ready) = self.claims.claim_again(ready, in_doubt) {
                         settled.push(held_elsewhere(ready));
-                        continue;
                     }
-                    if in_doubt {
-                        self.doubtful.insert(ready.index);
-                    }
-                    self.ready.push_back(ready);
                 }
                 AfterLostClaim::ClaimLater(ready) => self.waiting.settle(ready),
                 AfterLostClaim::Held(ready) => {
-                    self.doubtful.remove(&ready.index);
+                    self.claims.forget_doubt(ready.index);
                     self.wait_for_holder(ready);
                 }
             }
         }
-        self.marked += won;
         for outcome in settled.into_iter().rev() {
-            self.reclaims.remove(&outcome.index);
+            self.claims.settled(outcome.index);
             self.waiting.done(outcome.index);
-            self.doubtful.remove(&outcome.index);
             self.buffer.push(outcome);
         }
     }
@@ -741,17 +666,9 @@ impl<P: Send + 'static> Engine<P> {
             0
         };
         while self.inflight.len() < limit {
-            if self.journal.is_some() && self.marked == 0 {
-                if !self.ready.is_empty() {
-                    self.claim_size.ran_out();
-                }
-                return;
-            }
-            let Some(ready) = self.ready.pop_front() else {
+            let Some(ready) = self.claims.next_to_send(self.journal.is_some()) else {
                 return;
             };
-            self.marked = self.marked.saturating_sub(1);
-            self.claim_size.dispatched();
             let send = send_one(Arc::clone(&self.context), ready);
             self.inflight.push(Box::pin(send));
         }
@@ -846,10 +763,7 @@ impl<P: Send + 'static> Engine<P> {
                 }
                 continue;
             }
-            if in_doubt {
-                self.doubtful.insert(ready.index);
-            }
-            self.ready.push_back(ready);
+            self.claims.queue(ready, in_doubt);
         }
         self.not_identified(rest);
     }
@@ -898,10 +812,7 @@ impl<P: Send + 'static> Engine<P> {
             Admitted::Send {
                 ready, in_doubt, ..
             } => {
-                if in_doubt {
-                    self.doubtful.insert(ready.index);
-                }
-                self.ready.push_back(ready);
+                self.claims.queue(ready, in_doubt);
                 Ok(())
             }
             Admitted::Recorded(outcome) => {

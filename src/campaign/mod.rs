@@ -5,6 +5,7 @@
 //! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome (and
 //!   `Campaign::start`, which spawns it: `handle` must not import the engine that imports it);
 //! - `breaker`: when a service that stopped answering stops the campaign;
+//! - `claims`: the messages ready to send and their claims in the journal (the queue);
 //! - `claim_size`: how many messages a run claims in its journal at a time;
 //! - `admit`: what becomes of each message before anything is sent (journal, duplicates);
 //! - `waiting`: messages another run of the campaign holds, waited for;
@@ -21,6 +22,7 @@
 mod admit;
 mod breaker;
 mod claim_size;
+mod claims;
 mod engine;
 mod handle;
 mod journal;
