@@ -133,17 +133,15 @@ def _native_client(
     is_async: bool,
     base_url: str | None,
     timeout: TimeoutArg,
-    max_retries: int,
     success_codes: Any,
     default_headers: Mapping[str, str] | None,
-    on_retry: RetryHook | None,
-    proxy: str | None,
-    verify: bool | str,
-    allow_insecure_http: bool,
-    max_response_bytes: int,
     shared_limits: str | None,
     idempotent_sends: bool,
+    **passed: Any,
 ) -> _native.NativeClient:
+    """The native client of a constructor's keywords: those read or resolved here by name,
+    ``passed`` (max_retries, on_retry, proxy, verify, allow_insecure_http, max_response_bytes)
+    as given, for the native constructor to check (stubtest checks its keywords)."""
     token, base_url, resolved = _resolve(token, base_url, timeout)
     if not is_async and callable(token) and _is_async_callable(token):
         raise ConfigurationError(
@@ -163,16 +161,11 @@ def _native_client(
         token=token,
         base_url=base_url,
         timeout=resolved,
-        max_retries=max_retries,
         success_codes=codes,
         default_headers=dict(default_headers or {}),
-        on_retry=on_retry,
-        proxy=proxy,
-        verify=verify,
-        allow_insecure_http=allow_insecure_http,
-        max_response_bytes=max_response_bytes,
         shared_limits=_shared_limits(shared_limits),
         idempotent_sends=bool(idempotent_sends),
+        **passed,
     )
 
 

@@ -17,6 +17,13 @@ __version__: str
 DEFAULT_SUCCESS_CODES: list[str]
 #: The largest page size a list call accepts.
 MAX_PAGE_SIZE: int
+#: A campaign's defaults (the engine's own; the Python signatures and docs show these):
+#: messages in flight, the breaker's failures in a row and seconds without an answer, and the
+#: lease of a run's claims in seconds.
+DEFAULT_CONCURRENCY: int
+DEFAULT_UNREACHABLE_AFTER: int
+DEFAULT_UNREACHABLE_FOR: float
+DEFAULT_LEASE: float
 
 @final
 class Listing:

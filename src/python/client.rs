@@ -10,6 +10,7 @@ use pyo3::types::{PyDict, PyString};
 
 use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
 use super::callbacks::{PyRetryHook, PyTokenProvider};
+use super::campaign::options::{campaign_options, plan_args, CampaignArgs};
 use super::campaign::{CampaignPlanner, CampaignRun};
 use super::convert;
 use super::convert::PageKind;
@@ -18,7 +19,7 @@ use super::loop_handoff::awaitable;
 use super::pages::{NativePageStream, Stream};
 use super::runtime::{wait, Reply, Waited};
 use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage, UnreadPage};
-use crate::campaign::{Directory, PlanOptions, Planner};
+use crate::campaign::{Directory, Planner};
 use crate::client::{
     CallOptions, ClientConfig, Response, RetryObserver, TokenSource, TransportKind,
 };
@@ -418,42 +419,23 @@ impl NativeClient {
         timeout: Bound<'py, PyAny>,
         max_retries: Bound<'py, PyAny>,
     ) -> PyResult<CampaignRun> {
-        let options = || -> Result<crate::campaign::Options, Error> {
-            let concurrency = integer("concurrency", &concurrency)?;
-            let concurrency = usize::try_from(concurrency).map_err(|_| {
-                Error::validation(
-                    "concurrency",
-                    format!("must be from 1 to 10000, got {concurrency}"),
-                )
-            })?;
-            let pace_auto = pace_auto(pace.as_deref())?;
-            Ok(crate::campaign::Options {
-                concurrency,
-                rate_limit,
-                pace_auto,
-                stop_on_error,
-                dedupe,
-                journal: journal
-                    .as_deref()
-                    .map(crate::campaign::JournalTarget::parse)
-                    .transpose()?,
-                campaign_id,
-                resend_unknown,
-                enforce_tier,
-                lease: lease_arg(lease)?,
-                unreachable_after: match &unreachable_after {
-                    None => None,
-                    Some(count) => Some(
-                        u32::try_from(integer("unreachable_after", count)?).map_err(|_| {
-                            Error::validation("unreachable_after", "must be from 1 to 4294967295")
-                        })?,
-                    ),
-                },
-                unreachable_for: seconds_arg("unreachable_for", unreachable_for)?,
-                call: call_options(&timeout, &max_retries, None)?,
-            })
-        };
-        let options = options().map_err(|e| to_py(py, e))?;
+        let options = campaign_options(CampaignArgs {
+            concurrency: &concurrency,
+            rate_limit,
+            pace: pace.as_deref(),
+            stop_on_error,
+            dedupe,
+            journal: journal.as_deref(),
+            campaign_id,
+            resend_unknown,
+            enforce_tier,
+            lease,
+            unreachable_after: unreachable_after.as_ref(),
+            unreachable_for,
+            timeout: &timeout,
+            max_retries: &max_retries,
+        });
+        let options = options.map_err(|e| to_py(py, e))?;
         if self.client.is_closed() {
             return Err(to_py(py, Error::Closed));
         }
@@ -576,69 +558,6 @@ fn event_loop_running(py: Python<'_>) -> bool {
     events
         .call_method0(pyo3::intern!(py, "_get_running_loop"))
         .is_ok_and(|running| !running.is_none())
-}
-
-fn pace_auto(pace: Option<&str>) -> Result<bool, Error> {
-    match pace {
-        None => Ok(false),
-        Some("auto") => Ok(true),
-        Some(other) => Err(Error::validation(
-            "pace",
-            format!("must be None or \"auto\", got {other:?}"),
-        )),
-    }
-}
-
-fn plan_args(
-    rate_limit: Option<f64>,
-    pace: Option<&str>,
-    dedupe: bool,
-    timeout: &Bound<'_, PyAny>,
-    max_retries: &Bound<'_, PyAny>,
-) -> Result<(PlanOptions, CallOptions), Error> {
-    if let Some(rate) = rate_limit {
-        if !rate.is_finite() || rate <= 0.0 {
-            return Err(Error::validation(
-                "rate_limit",
-                format!("must be a positive number of messages per second, got {rate}"),
-            ));
-        }
-    }
-    Ok((
-        PlanOptions {
-            dedupe,
-            pace_auto: pace_auto(pace)?,
-            rate_limit,
-        },
-        call_options(timeout, max_retries, None)?,
-    ))
-}
-
-/// A positive number of seconds, for `field`.
-fn seconds_arg(field: &str, seconds: f64) -> Result<std::time::Duration, Error> {
-    if !seconds.is_finite() || seconds <= 0.0 {
-        return Err(Error::validation(
-            field,
-            format!("must be a positive number of seconds, got {seconds}"),
-        ));
-    }
-    std::time::Duration::try_from_secs_f64(seconds)
-        .map_err(|_| Error::validation(field, format!("{seconds} seconds is out of range")))
-}
-
-/// `lease=` in seconds (`None`: the default), a positive number.
-fn lease_arg(lease: Option<f64>) -> Result<std::time::Duration, Error> {
-    let Some(seconds) = lease else {
-        return Ok(crate::campaign::DEFAULT_LEASE);
-    };
-    if !seconds.is_finite() || seconds <= 0.0 {
-        return Err(Error::validation(
-            "lease",
-            format!("must be a positive number of seconds, got {seconds}"),
-        ));
-    }
-    std::time::Duration::try_from_secs_f64(seconds)
-        .map_err(|_| Error::validation("lease", format!("{seconds} seconds is out of range")))
 }
 
 /// Adds `note` to an exception: `add_note` (Python 3.11+, shown in tracebacks), else the

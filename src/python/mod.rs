@@ -107,5 +107,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
         crate::wire::DEFAULT_SUCCESS_CODES.to_vec(),
     )?;
     module.add("MAX_PAGE_SIZE", crate::validate::MAX_PAGE_SIZE)?;
+    campaign::options::add_defaults(module)?;
     Ok(())
 }

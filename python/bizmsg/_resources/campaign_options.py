@@ -60,7 +60,7 @@ class CampaignOptions(PlanOptions, total=False):
 
 #: The default of every keyword, in the order signatures list them.
 DEFAULTS: CampaignOptions = {
-    "concurrency": 64,
+    "concurrency": _native.DEFAULT_CONCURRENCY,
     "rate_limit": None,
     "pace": None,
     "progress": False,
@@ -73,8 +73,8 @@ DEFAULTS: CampaignOptions = {
     "resend_unknown": False,
     "enforce_tier": True,
     "lease": None,
-    "unreachable_after": 20,
-    "unreachable_for": 5.0,
+    "unreachable_after": _native.DEFAULT_UNREACHABLE_AFTER,
+    "unreachable_for": _native.DEFAULT_UNREACHABLE_FOR,
     "timeout": None,
     "max_retries": None,
 }
