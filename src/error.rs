@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::meta::Meta;
-use crate::wire::SendResult;
+use crate::wire::{DecodeError, SendResult};
 
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -177,10 +177,7 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Error::Decode { message, snippet } => {
-                write!(
-                    f,
-                    "unexpected response body: {message}; body starts {snippet:?}"
-                )
+                crate::wire::decode_error::describe(f, message, snippet)
             }
             Error::ResponseTooLarge {
                 limit,
@@ -226,3 +223,13 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A decoder's error as the crate's (`?` on a decoder's result does it).
+impl From<DecodeError> for Error {
+    fn from(error: DecodeError) -> Self {
+        Error::Decode {
+            message: error.message,
+            snippet: error.snippet,
+        }
+    }
+}

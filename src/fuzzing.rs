@@ -7,13 +7,13 @@
 //! [`read_alike`] comes with the `fuzzing` feature, which brings hyper's client.
 //!
 //! What must hold for any input: no panic (a panic here would be one across the FFI in the
-//! bindings); every refusal is [`Error::Decode`]; what decodes keeps only bytes of the input
-//! (each model's raw JSON is a slice of what was read).
+//! bindings); every refusal is a [`DecodeError`] (by its type) that says why and quotes at
+//! most the body's first 200 characters; what decodes keeps only bytes of the input (each
+//! model's raw JSON is a slice of what was read).
 
 use bytes::Bytes;
 
-use crate::error::Error;
-use crate::wire::{BusinessAccount, BusinessPhoneNumber, FromWire, Page, SendResult};
+use crate::wire::{BusinessAccount, BusinessPhoneNumber, DecodeError, FromWire, Page, SendResult};
 
 #[cfg(feature = "fuzzing")]
 pub use crate::client::http1::differential::read_alike;
@@ -26,11 +26,16 @@ pub fn decode_everything(data: &[u8]) {
         // A model's raw JSON is a slice of the body: same bytes, found in it.
         raw.is_empty() || data.windows(raw.len()).any(|window| window == raw)
     };
-    let refused = |result: &Result<(), Error>, decoder: &str| {
+    let refused = |result: &Result<(), DecodeError>, decoder: &str| {
         if let Err(error) = result {
             assert!(
-                matches!(error, Error::Decode { .. }),
-                "{decoder} refused with {error:?}, not a DecodeError"
+                !error.message.is_empty(),
+                "{decoder} refused without a reason"
+            );
+            // Cut at 200 characters, plus the mark that says it was cut.
+            assert!(
+                error.snippet.chars().count() <= 201,
+                "{decoder} quoted more than the body's start"
             );
         }
     };

@@ -22,41 +22,20 @@ use std::path::Path;
 /// Module path (`["client", "http1"]`) -> its source, comments and strings blanked.
 type Sources = BTreeMap<Vec<String>, String>;
 
-/// Cycles still to cut, as `parent: a, b, ...` (sorted). Each has a stated reason and a way
-/// out; the test fails when one is cut (remove it here) or when any other cycle appears.
-const KNOWN: &[&str] = &[
-    // `Error::SendRejected` carries the `SendResult` the service answered, and the decoders
-    // (`wire`) refuse with `Error::Decode`. Cut by giving `wire` its own decode error, which
-    // `error` wraps.
-    "crate: error, wire",
-    // A `SendRejected` exception carries its `SendResult` built by `convert`, and `convert`
-    // raises `DecodeError` for a number jiter cannot read. Cut by a leaf that makes bizmsg's
-    // exception classes, used by both.
-    "crate::python: convert, errors",
-];
-
 #[test]
 fn sibling_modules_never_import_each_other_in_a_cycle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let sources = read_tree(&root);
     let found: BTreeMap<String, Vec<String>> = cycles(&sources);
-    let known: BTreeSet<&str> = KNOWN.iter().copied().collect();
-    let mut complaints = Vec::new();
-    for (cycle, edges) in &found {
-        if !known.contains(cycle.as_str()) {
-            complaints.push(format!(
+    let complaints: Vec<String> = found
+        .iter()
+        .map(|(cycle, edges)| {
+            format!(
                 "a cycle between sibling modules: {cycle}\n    {}",
                 edges.join("\n    ")
-            ));
-        }
-    }
-    for cycle in known {
-        if !found.contains_key(cycle) {
-            complaints.push(format!(
-                "no longer a cycle: {cycle} (remove it from KNOWN in src/module_cycles.rs)"
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     assert!(
         complaints.is_empty(),
         "move the item that closes each cycle to the module it belongs in (a leaf, or the \

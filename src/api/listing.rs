@@ -120,7 +120,11 @@ impl UnreadPage {
     /// The body read as a page of unread items: the error a listing reports for a body that is
     /// not a page (not JSON, not an object, `data` not a list of objects).
     pub fn check(&self) -> Result<Page<RawObject>> {
-        Page::from_answer(self.body.clone(), self.requested, &self.source())
+        Ok(Page::from_answer(
+            self.body.clone(),
+            self.requested,
+            &self.source(),
+        )?)
     }
 
     /// The request, as errors name it (`GET /v1/...`).

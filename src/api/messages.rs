@@ -130,7 +130,7 @@ impl Client {
         // An answer that cannot be read says nothing about the message: it may have gone out.
         let mut result = match SendResult::from_answer(answer.body, SEND_SOURCE) {
             Ok(result) => result,
-            Err(error) => return Err(send.unknown(error, answer.meta.request_id)),
+            Err(error) => return Err(send.unknown(error.into(), answer.meta.request_id)),
         };
         if result.code.is_none() {
             // Without a code the commit cannot be judged: the message may have gone out.

@@ -217,7 +217,7 @@ pub(crate) fn json_to_py<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'p
         ..jiter::PythonParse::default()
     };
     parser.python_parse(py, json).map_err(|error| {
-        super::errors::to_py(
+        super::exceptions::decode_error(
             py,
             Error::Decode {
                 message: format!("the JSON could not be read: {}", error.description(json)),
@@ -387,27 +387,6 @@ fn field_to_py<'py>(py: Python<'py>, value: FieldRef<'_>) -> PyResult<Bound<'py,
     })
 }
 
-/// `_native.model_fields(kind)`: the `(field, wire name)` pairs of a model, in the spec's
-/// order, from its table (`bizmsg.models` derives `to_dict()` of hand-built models from them).
-#[pyfunction]
-pub(crate) fn model_fields(
-    py: Python<'_>,
-    kind: &str,
-) -> PyResult<Vec<(&'static str, &'static str)>> {
-    let fields = match kind {
-        "SendResult" => SendResult::FIELDS,
-        "BusinessAccount" => BusinessAccount::FIELDS,
-        "BusinessPhoneNumber" => BusinessPhoneNumber::FIELDS,
-        other => {
-            return Err(super::errors::to_py(
-                py,
-                Error::validation("kind", format!("unknown model {other:?}")),
-            ))
-        }
-    };
-    Ok(fields.to_vec())
-}
-
 fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'py, PyAny>> {
     match call {
         Some(call) => meta(py, call),
@@ -415,14 +394,17 @@ fn optional_meta<'py>(py: Python<'py>, call: Option<&Meta>) -> PyResult<Bound<'p
     }
 }
 
-fn phone_number<'py>(py: Python<'py>, number: &BusinessPhoneNumber) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn phone_number<'py>(
+    py: Python<'py>,
+    number: &BusinessPhoneNumber,
+) -> PyResult<Bound<'py, PyAny>> {
     static NAMES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
     let object = model(py, number, &classes(py)?.business_phone_number, &NAMES)?;
     put(&object, intern!(py, "_meta"), py.None())?;
     Ok(object)
 }
 
-fn business_account<'py>(
+pub(crate) fn business_account<'py>(
     py: Python<'py>,
     account: &BusinessAccount,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -481,56 +463,4 @@ pub(crate) fn page<'py, T: PyItem>(
     put(&object, intern!(py, "_wire"), wire(py, &page.wire))?;
     put(&object, intern!(py, "_meta"), optional_meta(py, call)?)?;
     Ok(object)
-}
-
-/// `Model.from_dict`: the same decoding as a response, from JSON text (`json.dumps` of the
-/// dict, which keeps big integers and floats exact). A page's items are of `item_kind`
-/// (`"BusinessAccount"` or `"BusinessPhoneNumber"`); `fallbacks` are its `(current, size)`
-/// when the object leaves them out.
-#[pyfunction]
-#[pyo3(signature = (*, kind, json, item_kind=None, fallbacks=None))]
-pub(crate) fn model_from_json<'py>(
-    py: Python<'py>,
-    kind: &str,
-    json: &[u8],
-    item_kind: Option<&str>,
-    fallbacks: Option<(i64, i64)>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let to_py = |e| super::errors::to_py(py, e);
-    let body = bytes::Bytes::copy_from_slice(json);
-    let source = "from_dict";
-    match (kind, item_kind) {
-        ("SendResult", _) => send_result(
-            py,
-            &SendResult::from_answer(body, source).map_err(to_py)?,
-            None,
-        ),
-        ("BusinessAccount", _) => business_account(
-            py,
-            &BusinessAccount::from_answer(body, source).map_err(to_py)?,
-        ),
-        ("BusinessPhoneNumber", _) => phone_number(
-            py,
-            &BusinessPhoneNumber::from_answer(body, source).map_err(to_py)?,
-        ),
-        ("Page", Some("BusinessAccount")) => {
-            let decoded =
-                Page::<BusinessAccount>::from_answer(body, fallbacks.unwrap_or((1, 20)), source)
-                    .map_err(to_py)?;
-            page(py, &decoded, None, PageKind::Sync)
-        }
-        ("Page", Some("BusinessPhoneNumber")) => {
-            let decoded = Page::<BusinessPhoneNumber>::from_answer(
-                body,
-                fallbacks.unwrap_or((1, 20)),
-                source,
-            )
-            .map_err(to_py)?;
-            page(py, &decoded, None, PageKind::Sync)
-        }
-        (other, item) => Err(to_py(Error::validation(
-            "kind",
-            format!("unknown model {other:?} (items {item:?})"),
-        ))),
-    }
 }

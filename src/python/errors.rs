@@ -1,21 +1,11 @@
 //! Core errors to the Python exception classes of `bizmsg.errors`, which are imported once.
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule};
+use pyo3::types::PyDict;
 
 use super::convert;
+use super::exceptions::{decode_error, errors_module};
 use crate::error::{ApiBody, Error};
-
-static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-
-fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    ERRORS
-        .get_or_try_init(py, || {
-            PyModule::import(py, "bizmsg.errors").map(Bound::unbind)
-        })
-        .map(|module| module.bind(py))
-}
 
 /// The Python exception for a core error. Never fails: a failure to build the exception
 /// becomes that failure's own exception.
@@ -82,10 +72,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
                 .getattr("_api_error_class")?
                 .call1((api.status_code,))?
         }
-        Error::Decode { snippet, .. } => {
-            kwargs.set_item("snippet", snippet)?;
-            module.getattr("DecodeError")?
-        }
+        error @ Error::Decode { .. } => return Ok(decode_error(py, error)),
         Error::SendRejected(rejected) => {
             kwargs.set_item(
                 "result",

@@ -21,10 +21,10 @@ wire_model! {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::error::Error;
+    use crate::wire::DecodeError;
     use crate::wire::FromWire;
 
-    fn decode(text: &str) -> crate::Result<BusinessAccount> {
+    fn decode(text: &str) -> crate::wire::DecodeResult<BusinessAccount> {
         BusinessAccount::from_json(bytes::Bytes::from(text.to_owned()))
     }
 
@@ -60,7 +60,7 @@ mod tests {
             r#"{"bizAccountId": "1", "businessPhoneNumbers": [1]}"#,
             r#"{"bizAccountId": "1", "businessPhoneNumbers": [{"name": "no id"}]}"#,
         ] {
-            assert!(matches!(decode(text), Err(Error::Decode { .. })), "{text}");
+            assert!(matches!(decode(text), Err(DecodeError { .. })), "{text}");
         }
         assert!(decode(r#"{"bizAccountId": "1", "businessPhoneNumbers": null}"#).is_ok());
     }

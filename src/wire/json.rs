@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use jiter::{Jiter, JiterError, Peek};
 
-use crate::error::{Error, Result};
+use super::decode_error::{DecodeError, DecodeResult as Result};
 use crate::masking::truncate;
 
 /// The JSON text of one object exactly as received.
@@ -94,9 +94,9 @@ impl<'a> Reader<'a> {
     }
 
     /// A parse error, located and with the body's start (`what` is the model being read).
-    pub(crate) fn error(&self, what: &str, error: JiterError) -> Error {
+    pub(crate) fn error(&self, what: &str, error: JiterError) -> DecodeError {
         let position = self.jiter.error_position(error.index);
-        Error::Decode {
+        DecodeError {
             message: format!(
                 "{} did not answer JSON: {} at line {} column {} (in a {what})",
                 self.source, error.error_type, position.line, position.column
@@ -122,7 +122,7 @@ impl<'a> Reader<'a> {
             _ => {
                 let start = self.position();
                 self.skip(what)?;
-                Err(Error::Decode {
+                Err(DecodeError {
                     message: format!("expected a JSON object ({what}) from {}", self.source),
                     snippet: snippet(self.raw_since(start).as_bytes()),
                 })

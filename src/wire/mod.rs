@@ -6,6 +6,7 @@
 //! timestamps in another offset form), and strict only where the value would be unusable.
 
 mod account;
+pub(crate) mod decode_error;
 #[doc(hidden)]
 mod json;
 pub mod model;
@@ -16,6 +17,7 @@ mod send;
 mod timestamp;
 
 pub use account::BusinessAccount;
+pub use decode_error::{DecodeError, DecodeResult};
 pub use json::{RawJson, Reader, Scalar};
 pub use model::{FieldRef, WireModel};
 pub use page::{has_next_page, Page};
@@ -30,18 +32,18 @@ pub trait FromWire: Sized {
     const NAME: &'static str;
 
     /// Decodes the object the reader is at, keeping its text.
-    fn read(reader: &mut Reader<'_>) -> crate::Result<Self>;
+    fn read(reader: &mut Reader<'_>) -> crate::wire::DecodeResult<Self>;
 
     /// The text of the object it was decoded from.
     fn wire(&self) -> &RawJson;
 
     /// Decodes a whole body that holds one object (and nothing after it).
-    fn from_json(body: bytes::Bytes) -> crate::Result<Self> {
+    fn from_json(body: bytes::Bytes) -> crate::wire::DecodeResult<Self> {
         Self::from_answer(body, "the answer")
     }
 
     /// [`FromWire::from_json`] for the answer of `source` (`POST /v1/...`), which errors name.
-    fn from_answer(body: bytes::Bytes, source: &str) -> crate::Result<Self> {
+    fn from_answer(body: bytes::Bytes, source: &str) -> crate::wire::DecodeResult<Self> {
         let mut reader = Reader::from_source(&body, source);
         let decoded = Self::read(&mut reader)?;
         reader.finish(Self::NAME)?;

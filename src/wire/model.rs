@@ -9,9 +9,9 @@
 use chrono::{DateTime, FixedOffset};
 use jiter::Peek;
 
+use super::decode_error::DecodeError;
 use super::json::{Reader, Scalar};
 use super::{parse_timestamp, BusinessPhoneNumber, FromWire};
-use crate::error::Error;
 
 /// A field's value as the bindings see it, by kind.
 pub enum FieldRef<'a> {
@@ -34,7 +34,7 @@ pub trait FieldKind {
         what: &str,
         wire: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()>;
+    ) -> crate::wire::DecodeResult<()>;
 
     /// The model's value once the object was read; `snippet` shows the object in an error.
     fn finish(
@@ -42,7 +42,7 @@ pub trait FieldKind {
         what: &str,
         wire: &str,
         snippet: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value>;
+    ) -> crate::wire::DecodeResult<Self::Value>;
 
     fn view(value: &Self::Value) -> FieldRef<'_>;
 }
@@ -67,7 +67,7 @@ impl FieldKind for Text {
         what: &str,
         _: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()> {
+    ) -> crate::wire::DecodeResult<()> {
         *slot = reader.text(what)?;
         Ok(())
     }
@@ -77,7 +77,7 @@ impl FieldKind for Text {
         _: &str,
         _: &str,
         _: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value> {
+    ) -> crate::wire::DecodeResult<Self::Value> {
         Ok(slot)
     }
 
@@ -95,7 +95,7 @@ impl FieldKind for Required {
         what: &str,
         _: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()> {
+    ) -> crate::wire::DecodeResult<()> {
         *slot = reader.text(what)?;
         Ok(())
     }
@@ -105,8 +105,8 @@ impl FieldKind for Required {
         what: &str,
         wire: &str,
         snippet: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value> {
-        slot.ok_or_else(|| Error::Decode {
+    ) -> crate::wire::DecodeResult<Self::Value> {
+        slot.ok_or_else(|| DecodeError {
             message: format!("{what} has no usable \"{wire}\" field"),
             snippet: snippet(),
         })
@@ -126,7 +126,7 @@ impl FieldKind for AnyScalar {
         what: &str,
         _: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()> {
+    ) -> crate::wire::DecodeResult<()> {
         *slot = reader.scalar(what)?;
         Ok(())
     }
@@ -136,7 +136,7 @@ impl FieldKind for AnyScalar {
         _: &str,
         _: &str,
         _: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value> {
+    ) -> crate::wire::DecodeResult<Self::Value> {
         Ok(slot)
     }
 
@@ -154,7 +154,7 @@ impl FieldKind for Timestamp {
         what: &str,
         _: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()> {
+    ) -> crate::wire::DecodeResult<()> {
         *slot = reader.text(what)?.as_deref().and_then(parse_timestamp);
         Ok(())
     }
@@ -164,7 +164,7 @@ impl FieldKind for Timestamp {
         _: &str,
         _: &str,
         _: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value> {
+    ) -> crate::wire::DecodeResult<Self::Value> {
         Ok(slot)
     }
 
@@ -182,7 +182,7 @@ impl FieldKind for PhoneNumbers {
         what: &str,
         wire: &str,
         slot: &mut Self::Slot,
-    ) -> crate::Result<()> {
+    ) -> crate::wire::DecodeResult<()> {
         *slot = objects(reader, what, wire)?;
         Ok(())
     }
@@ -192,7 +192,7 @@ impl FieldKind for PhoneNumbers {
         _: &str,
         _: &str,
         _: &dyn Fn() -> String,
-    ) -> crate::Result<Self::Value> {
+    ) -> crate::wire::DecodeResult<Self::Value> {
         Ok(slot)
     }
 
@@ -206,7 +206,7 @@ pub(crate) fn objects<T: FromWire>(
     reader: &mut Reader<'_>,
     what: &str,
     field: &str,
-) -> crate::Result<Vec<T>> {
+) -> crate::wire::DecodeResult<Vec<T>> {
     match reader.peek(what)? {
         Peek::Null => {
             reader.skip(what)?;
@@ -216,7 +216,7 @@ pub(crate) fn objects<T: FromWire>(
         _ => {
             let start = reader.position();
             reader.skip(what)?;
-            return Err(Error::Decode {
+            return Err(DecodeError {
                 message: format!("{what}: {field} is not an array"),
                 snippet: reader.raw_since(start).snippet(),
             });
@@ -231,7 +231,7 @@ pub(crate) fn objects<T: FromWire>(
         if peek != Peek::Object {
             let start = reader.position();
             reader.skip(what)?;
-            return Err(Error::Decode {
+            return Err(DecodeError {
                 message: format!("{field} holds something that is not a {}", T::NAME),
                 snippet: reader.raw_since(start).snippet(),
             });
@@ -299,7 +299,7 @@ macro_rules! wire_model {
                 &self.wire
             }
 
-            fn read(reader: &mut $crate::wire::Reader<'_>) -> $crate::Result<Self> {
+            fn read(reader: &mut $crate::wire::Reader<'_>) -> $crate::wire::DecodeResult<Self> {
                 use $crate::wire::model::FieldKind;
                 #[allow(non_camel_case_types)]
                 #[derive(Clone, Copy)]

@@ -4,10 +4,10 @@ use bytes::Bytes;
 
 use jiter::Peek;
 
+use super::decode_error::DecodeError;
 use super::json::{RawJson, Reader};
 use super::model::objects;
 use super::FromWire;
-use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
@@ -27,12 +27,16 @@ pub struct Page<T> {
 impl<T: FromWire> Page<T> {
     /// Decodes an envelope; `requested` is (pageNo, pageSize) of the request, used where the
     /// service leaves `current` or `size` out. Items are decoded in the same pass.
-    pub fn from_json(body: Bytes, requested: (i64, i64)) -> crate::Result<Self> {
+    pub fn from_json(body: Bytes, requested: (i64, i64)) -> crate::wire::DecodeResult<Self> {
         Self::from_answer(body, requested, "the answer")
     }
 
     /// [`Page::from_json`] for the answer of `source` (`GET /v1/...`), which errors name.
-    pub fn from_answer(body: Bytes, requested: (i64, i64), source: &str) -> crate::Result<Self> {
+    pub fn from_answer(
+        body: Bytes,
+        requested: (i64, i64),
+        source: &str,
+    ) -> crate::wire::DecodeResult<Self> {
         let mut reader = Reader::from_source(&body, source);
         let what = "page";
         let start = reader.start(what)?;
@@ -70,7 +74,7 @@ impl<T: FromWire> Page<T> {
                     if reader.peek(what)? == Peek::Null {
                         let start = reader.position();
                         reader.skip(what)?;
-                        return Err(Error::Decode {
+                        return Err(DecodeError {
                             message: format!("{source}: the page's \"data\" is null, not a list"),
                             snippet: reader.raw_since(start).snippet(),
                         });
@@ -91,7 +95,7 @@ impl<T: FromWire> Page<T> {
         if !has_data {
             // Not a page (an empty object, a send result...): read as an empty one, it would
             // end a listing early without a word.
-            return Err(Error::Decode {
+            return Err(DecodeError {
                 message: format!("{source}: the answer has no \"data\" list, so it is not a page"),
                 snippet: page.wire.snippet(),
             });

@@ -12,7 +12,7 @@ pub struct RawObject(pub RawJson);
 impl FromWire for RawObject {
     const NAME: &'static str = "JSON object";
 
-    fn read(reader: &mut Reader<'_>) -> crate::Result<Self> {
+    fn read(reader: &mut Reader<'_>) -> crate::wire::DecodeResult<Self> {
         let start = reader.start(Self::NAME)?;
         reader.skip(Self::NAME)?;
         Ok(RawObject(reader.raw_since(start)))

@@ -141,7 +141,7 @@ mod tests {
         for body in ["[]", "1", "\"x\"", "not json", "{\"code\": \"0\"} trailing"] {
             let decoded = SendResult::from_json(bytes::Bytes::from(body.to_owned()));
             assert!(
-                matches!(decoded, Err(crate::Error::Decode { .. })),
+                matches!(decoded, Err(crate::wire::DecodeError { .. })),
                 "{body}"
             );
         }

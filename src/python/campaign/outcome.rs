@@ -245,7 +245,7 @@ pub(crate) fn restore_send_outcome(
                 bytes::Bytes::from(wire),
                 "a pickled SendOutcome",
             )
-            .map_err(|e| to_py(py, e))?,
+            .map_err(|e| to_py(py, e.into()))?,
         );
     }
     if !error.is_none(py) {
