@@ -268,10 +268,7 @@ impl KeyInUse<'_> {
                 }])
                 .await?;
         }
-        let mut current = self
-            .current
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut current = crate::sync::lock(self.current);
         *current = Some(next.to_owned());
         Ok(())
     }

@@ -67,7 +67,7 @@ impl SendProgress {
 
     /// The attempt that begins now.
     pub(crate) fn attempt(&self, watch: Option<&BodyWatch>) {
-        *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = watch.cloned();
+        *crate::sync::lock(&self.watch) = watch.cloned();
     }
 
     /// No attempt is under way (between a campaign's retries).
@@ -78,12 +78,7 @@ impl SendProgress {
     /// Whether the send, given up now, provably never left: no attempt began, or the current
     /// one's body was never taken (and now never will be).
     pub(crate) fn claim_never_left(&self) -> bool {
-        match self
-            .watch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        match crate::sync::lock(&self.watch).as_ref() {
             None => true,
             Some(watch) => watch.claim_unsent(),
         }

@@ -88,10 +88,7 @@ impl<T: 'static> PerRuntime<T> {
     /// Runs `f` on the list of the runtime the caller is on. `f` must not block or await.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Vec<T>) -> R) -> R {
         if !on_current_thread_runtime() {
-            let mut slot = self
-                .shared
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut slot = crate::sync::lock(&self.shared);
             return f(slot.items());
         }
         // The thread's list is taken out for `f` and put back after, so `f` runs without the
@@ -148,10 +145,7 @@ impl<T: 'static> PerRuntime<T> {
     pub(crate) fn close(&self) {
         self.open.store(false, Ordering::Release);
         let items = {
-            let mut slot = self
-                .shared
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut slot = crate::sync::lock(&self.shared);
             std::mem::take(slot.items())
         };
         drop(items);

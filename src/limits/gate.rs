@@ -25,10 +25,7 @@ impl Gate {
         let Some(until) = now().checked_add(wait) else {
             return;
         };
-        let mut closed = self
-            .closed_until
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut closed = crate::sync::lock(&self.closed_until);
         if closed.is_none_or(|current| current < until) {
             *closed = Some(until);
         }
@@ -40,10 +37,7 @@ impl Gate {
         if !self.ever_paused.load(Ordering::Acquire) {
             return None;
         }
-        let closed = *self
-            .closed_until
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let closed = *crate::sync::lock(&self.closed_until);
         closed.filter(|until| *until > now())
     }
 

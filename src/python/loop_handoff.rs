@@ -187,11 +187,7 @@ impl Registry {
 }
 
 fn registry() -> Registry {
-    Registry(
-        LOOPS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()),
-    )
+    Registry(crate::sync::lock(&LOOPS))
 }
 
 thread_local! {
@@ -230,11 +226,7 @@ fn queue_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<Queu
                 .call_method1(intern!(py, "ref"), (event_loop, forget))
             {
                 Ok(reference) => {
-                    *queue
-                        .loop_reference
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner()) =
-                        Some(reference.unbind());
+                    *crate::sync::lock(&queue.loop_reference) = Some(reference.unbind());
                 }
                 Err(_) => log::debug!(
                     target: "bizmsg",

@@ -49,10 +49,7 @@ pub(crate) fn exiting() -> bool {
 pub(crate) fn shutdown(py: Python<'_>) {
     EXITING.store(true, Ordering::Release);
     log::set_max_level(log::LevelFilter::Off);
-    let taken = RUNTIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take();
+    let taken = crate::sync::lock(&RUNTIME).take();
     let Some((owner, runtime)) = taken else {
         return;
     };
@@ -75,9 +72,7 @@ pub(crate) fn runtime() -> Result<Arc<Runtime>, Error> {
         ));
     }
     let pid = crate::process::id();
-    let mut slot = RUNTIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = crate::sync::lock(&RUNTIME);
     if let Some((owner, runtime)) = slot.as_ref() {
         if *owner == pid {
             return Ok(Arc::clone(runtime));

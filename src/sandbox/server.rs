@@ -154,11 +154,7 @@ impl Sandbox {
         if tokio::runtime::Handle::try_current().is_ok() {
             return;
         }
-        let listening = self
-            .listening
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let listening = crate::sync::lock(&self.listening).take();
         if let Some(listening) = listening {
             // Disconnected (an error) once the loop dropped the listener and every
             // connection task its socket.

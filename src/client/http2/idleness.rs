@@ -136,9 +136,7 @@ impl Idleness {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // Nothing panics under it; were it poisoned, its few fields are still consistent.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.state)
     }
 
     fn now(&self) -> u64 {

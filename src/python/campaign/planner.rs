@@ -31,10 +31,7 @@ impl CampaignPlanner {
         py: Python<'_>,
         f: impl FnOnce(&mut crate::campaign::Planner) -> T,
     ) -> PyResult<T> {
-        let mut guard = self
-            .planner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = crate::sync::lock(&self.planner);
         match guard.as_mut() {
             Some(planner) => Ok(f(planner)),
             None => Err(to_py(
@@ -68,11 +65,7 @@ impl CampaignPlanner {
 
     /// The plan, as a dict of plain values (see `bizmsg.CampaignPlan`).
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let taken = self
-            .planner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let taken = crate::sync::lock(&self.planner).take();
         let Some(planner) = taken else {
             return Err(to_py(
                 py,

@@ -80,9 +80,7 @@ impl Delivery {
 }
 
 fn lock_delivery(delivery: &std::sync::Mutex<Delivery>) -> std::sync::MutexGuard<'_, Delivery> {
-    delivery
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(delivery)
 }
 
 impl CampaignRun {
