@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use http::HeaderValue;
 
+use super::attempt_log::{error_type, wall_clock_at, AttemptRecord};
 use super::body::BodyWatch;
 use super::decide::{decide, Failure, Next};
 use super::error_body::{api_message, error_body};
@@ -103,6 +104,20 @@ impl Client {
 
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
+            }
+            if let Some(attempt_log) = &self.options.attempt_log {
+                attempt_log.push(AttemptRecord {
+                    method: operation.method.as_str().to_owned(),
+                    path: operation.url.path().to_owned(),
+                    started: wall_clock_at(attempt_started),
+                    ended: SystemTime::now(),
+                    status: match &outcome {
+                        Ok((status, _, _)) => Some(*status),
+                        Err(error) => answer_of(error).0,
+                    },
+                    error_type: outcome.as_ref().err().map(error_type),
+                    resend_count: attempt - 1,
+                });
             }
             let error = match outcome {
                 Ok((status_code, request_id, body)) => {
