@@ -405,7 +405,10 @@ fn answer_of(error: &Error) -> (Option<u16>, Option<&str>) {
 
 /// The `Idempotency-Key` of a send, for its log lines' fields (none for other calls).
 fn send_key(operation: &Operation) -> Option<&str> {
-    operation.send.as_ref().map(|send| send.idempotency_key.as_str())
+    operation
+        .send
+        .as_ref()
+        .map(|send| send.idempotency_key.as_str())
 }
 
 /// An error as a retry warning shows it: phone numbers masked, the request id left whole.

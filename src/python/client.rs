@@ -8,8 +8,8 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use super::attempt_log::AttemptLog;
 use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
+use super::attempt_log::AttemptLog;
 use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::campaign::options::{campaign_options, plan_args, CampaignArgs};
 use super::campaign::{CampaignPlanner, CampaignRun};

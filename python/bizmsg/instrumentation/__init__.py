@@ -84,7 +84,7 @@ class BizmsgInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
             ours = "0"
         telemetry = _telemetry.make(kwargs.get("tracer_provider"), kwargs.get("meter_provider"),
-                                    bool(kwargs.get("campaign_message_spans", False)), ours)
+                                    ours)
         originals: list[tuple[type, str, Any]] = []
         for cls, method, wrap, name in _targets():
             # The class's own attribute (inherited ones stay with their class: the listings'

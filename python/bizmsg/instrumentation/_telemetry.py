@@ -24,12 +24,9 @@ class Telemetry:
     retries: metrics.Counter
     throttled: metrics.Counter
     in_flight: metrics.UpDownCounter
-    #: Per-message spans of campaigns (``instrument(campaign_message_spans=True)``).
-    campaign_message_spans: bool
 
 
-def make(tracer_provider: Any, meter_provider: Any, campaign_message_spans: bool,
-         version: str) -> Telemetry:
+def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
     tracer = trace.get_tracer(SCOPE, version, tracer_provider=tracer_provider)
     meter = metrics.get_meter(SCOPE, version, meter_provider=meter_provider)
     return Telemetry(
@@ -50,5 +47,4 @@ def make(tracer_provider: Any, meter_provider: Any, campaign_message_spans: bool
         in_flight=meter.create_up_down_counter(
             "bizmsg.calls.in_flight", unit="{call}",
             description="Calls (sends, listings) and campaigns in progress."),
-        campaign_message_spans=campaign_message_spans,
     )
