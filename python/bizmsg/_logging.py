@@ -1,8 +1,15 @@
 """Logging: the Rust core logs to ``logging.getLogger("bizmsg")``.
 
 One DEBUG line per attempt (method, path, status, time, attempt, request id) and a WARNING when
-a retry is scheduled. A campaign's tier warnings are logged once a day per process. Phone numbers are masked and template parameters and tokens are never
-logged. ``BIZMSG_LOG=debug`` (or ``info``) installs a stderr handler at import.
+a retry is scheduled; a campaign logs an INFO line at its start and at its end. A campaign's
+tier warnings are logged once a day per process. Phone numbers are masked and template
+parameters and tokens are never logged. ``BIZMSG_LOG=debug`` (or ``info``) installs a stderr
+handler at import.
+
+Each record carries its facts as attributes of the ``LogRecord`` (``request_id``, ``attempt``,
+``status``, ``idempotency_key``, ``campaign_id``, counts...: ``FIELDS``), as ``extra=`` would
+put them, so a JSON formatter writes them as fields. The Rust side hands them over as text
+(pyo3-log's ``kv``); ``_TypedFields`` gives numbers, booleans and ``None`` back their types.
 
 Nothing is logged before a client (or a sandbox) exists, so the bridge from Rust's log records
 to Python's ``logging`` is installed when the first one is made: ``import bizmsg`` does not
@@ -53,6 +60,51 @@ class _TierWarningsOncePerDay:
 
 _once_a_day = _TierWarningsOncePerDay()
 
+#: The fields bizmsg's records may carry, by type (docs/observability.md lists what each means).
+_INTEGER_FIELDS = frozenset(
+    {"status", "attempt", "retry", "max_retries", "concurrency", "total", "sent", "rejected",
+     "unknown", "failed", "skipped"}
+)
+_FLOAT_FIELDS = frozenset({"duration_ms", "delay_seconds", "duration_seconds", "rate_limit"})
+_BOOLEAN_FIELDS = frozenset({"journal", "outage"})
+_TEXT_FIELDS = frozenset(
+    {"method", "path", "request_id", "idempotency_key", "campaign_id", "run_id", "pace", "to",
+     "code", "account", "store", "stop_reason", "error"}
+)
+FIELDS = _INTEGER_FIELDS | _FLOAT_FIELDS | _BOOLEAN_FIELDS | _TEXT_FIELDS
+
+
+def _typed(name: str, text: str) -> object:
+    if text == "None":
+        return None
+    try:
+        if name in _INTEGER_FIELDS:
+            return int(text)
+        if name in _FLOAT_FIELDS:
+            return float(text)
+    except ValueError:  # pragma: no cover - the Rust side writes these fields as numbers
+        return text
+    if name in _BOOLEAN_FIELDS:
+        return text == "true"
+    return text
+
+
+class _TypedFields:
+    """A filter on the ``bizmsg`` logger: the fields of a record from Rust, typed (the Rust
+    side writes every field as text; an absent value, such as the request id of an attempt
+    that got no answer, as ``None``)."""
+
+    def __call__(self, record: logging.LogRecord) -> bool:
+        fields = record.__dict__
+        for name in FIELDS.intersection(fields):
+            value = fields[name]
+            if isinstance(value, str):
+                fields[name] = _typed(name, value)
+        return True
+
+
+_typed_fields = _TypedFields()
+
 
 def place_last() -> None:
     """Puts the once-a-day filter after every other filter of the ``bizmsg`` logger (the
@@ -62,6 +114,7 @@ def place_last() -> None:
     logger = logging.getLogger("bizmsg")
     logger.removeFilter(_once_a_day)
     logger.addFilter(_once_a_day)
+    logger.addFilter(_typed_fields)  # once: addFilter ignores a filter already there
 
 
 def forget_logged() -> None:

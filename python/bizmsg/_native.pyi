@@ -35,6 +35,15 @@ class Listing:
     def __int__(self) -> int: ...
 
 @final
+class AttemptLog:
+    """The attempts of a traced client's calls, recorded in Rust."""
+
+    def take(self) -> list[tuple[str, str, int, int, int | None, str | None, int]]:
+        """Every attempt since the last call, oldest first: ``(method, path, start_ns, end_ns,
+        status, error_type, resend_count)``, times in nanoseconds since the epoch (``status``
+        ``None`` when no answer arrived, ``error_type`` ``None`` for a 2xx)."""
+
+@final
 class NativeClient:
     """The Rust client: connection pool, token, retries, timeouts, decoding."""
 
@@ -138,6 +147,13 @@ class NativeClient:
         on_retry: Callable[[int, Any, float], object] | None,
     ) -> NativeClient:
         """A client with other defaults sharing this one's pool."""
+
+    def observed(
+        self, *, headers_: dict[str, str], record_attempts: bool
+    ) -> tuple[NativeClient, AttemptLog | None]:
+        """A client for one traced call or campaign (``bizmsg.instrumentation``): its requests
+        carry ``headers_`` (the trace context) besides the client's, and with
+        ``record_attempts`` each attempt is recorded in the returned log."""
 
     def send(
         self,
@@ -312,6 +328,9 @@ def json_loads(json: bytes) -> Any:
 def has_next_page(*, current: int, size: int, items: int, pages: int | None,
                   total: int | None) -> bool:
     """Whether another page may follow (the rule the page stream follows)."""
+
+def mask_phone(value: str) -> str:
+    """A phone number as logs and spans show it: ``8613800000000`` -> ``8613****0000``."""
 
 def is_success_code(code: object, success_codes: list[str]) -> bool:
     """Whether ``code`` is one of ``success_codes``, compared as text."""

@@ -200,11 +200,13 @@ impl Client {
         };
         let recipient = to.parse().unwrap_or(u64::MAX);
         if let Err(error) = limits.count_recipients(&account, limit, &[recipient]).await {
+            let to = crate::masking::mask_phone(to);
             log::warn!(
                 target: "bizmsg",
-                "a message to {} was sent but not counted against the messaging tier of account \
+                to = to.as_str(),
+                account = account.as_str();
+                "a message to {to} was sent but not counted against the messaging tier of account \
                  {account}: {error}",
-                crate::masking::mask_phone(to)
             );
         }
     }

@@ -31,6 +31,7 @@ use super::keys::KeySource;
 use super::message::{FingerprintKind, Input};
 use super::open_journal::open_journal;
 use super::outcome::Outcome;
+use super::report::{Run, Tally};
 use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
 use super::senders::{count_tiers, SenderPolicy};
 use super::waiting::{self, Due, Waiting};
@@ -74,6 +75,8 @@ struct Engine<P> {
     failure: Option<Error>,
     /// Messages another run holds, waited for.
     waiting: Waiting<P>,
+    /// The outcomes handed back so far, by status, for the end's log line.
+    tally: Tally,
 }
 
 /// Sleeps until `when` (forever when there is none).
@@ -134,6 +137,7 @@ async fn run<P: Send + 'static>(
     events: mpsc::UnboundedSender<Event<P>>,
     control: Arc<Control>,
 ) {
+    let mut report = Run::new(&options);
     let mut engine = match Engine::new(client, options, events.clone(), Arc::clone(&control)).await
     {
         Ok(engine) => engine,
@@ -145,6 +149,8 @@ async fn run<P: Send + 'static>(
             return;
         }
     };
+    report.campaign_id.clone_from(&engine.campaign_id);
+    report.log_start();
     let error = engine.drive(&mut input).await.err();
     let not_sent = engine.stopped.is_some().then(|| engine.not_sent_note());
     let mut summary = Summary {
@@ -161,6 +167,11 @@ async fn run<P: Send + 'static>(
         }
         journal.end().await;
     }
+    report.log_end(
+        &engine.tally,
+        summary.stopped.as_ref().map(|stop| stop.reason.as_str()),
+        summary.error.as_ref().map(ToString::to_string).as_deref(),
+    );
     let _ = engine.events.send(Event::Done(summary));
 }
 
@@ -247,6 +258,7 @@ impl<P: Send + 'static> Engine<P> {
             stopped: None,
             failure: None,
             waiting: Waiting::new(waiting::patience(options.lease)),
+            tally: Tally::default(),
         })
     }
 
@@ -390,7 +402,12 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     fn warn(&self, warning: Warning) {
-        log::warn!(target: "bizmsg", "campaign: {}", warning.message);
+        log::warn!(
+            target: "bizmsg",
+            campaign_id = self.campaign_id.as_deref();
+            "campaign: {}",
+            warning.message
+        );
         self.emit(Event::Warning(warning));
     }
 
@@ -399,6 +416,7 @@ impl<P: Send + 'static> Engine<P> {
             return;
         }
         let batch = std::mem::replace(&mut self.buffer, Vec::with_capacity(BATCH));
+        self.tally.count(&batch);
         self.control
             .undelivered
             .fetch_add(batch.len(), Ordering::AcqRel);

@@ -17,7 +17,8 @@
 //!   and tiers are `crate::platform`'s, the limits are kept by `crate::limits`);
 //! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
 //!   `open_journal`: opening the one a campaign was given;
-//! - `plan`: the preflight (`plan()` / `dry_run=True`).
+//! - `plan`: the preflight (`plan()` / `dry_run=True`);
+//! - `report`: the start and end log lines of a run, and its counts per outcome.
 
 mod admit;
 mod breaker;
@@ -31,6 +32,7 @@ mod message;
 mod open_journal;
 mod outcome;
 mod plan;
+mod report;
 mod send;
 mod senders;
 #[cfg(test)]

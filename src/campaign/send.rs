@@ -431,12 +431,17 @@ async fn attempt(
             }
             _ => return Attempted::done(result, key, None),
         }
+        let to = crate::masking::mask_phone(&prepared.request.to);
+        let code = code.unwrap_or_default();
         log::warn!(
             target: "bizmsg",
-            "campaign: message to {} rejected with code {} (temporary); sending it again, retry \
-             {retries} of {max_retries}",
-            crate::masking::mask_phone(&prepared.request.to),
-            code.unwrap_or_default()
+            to = to.as_str(),
+            code = code.as_str(),
+            idempotency_key = key.as_str(),
+            retry = retries,
+            max_retries = max_retries;
+            "campaign: message to {to} rejected with code {code} (temporary); sending it again, \
+             retry {retries} of {max_retries}",
         );
         let next = retry_key(base, retries);
         if keys.switch_to(&next).await.is_err() {

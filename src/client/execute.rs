@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use http::HeaderValue;
 
+use super::attempt_log::{error_type, wall_clock_at, AttemptRecord};
 use super::body::BodyWatch;
 use super::decide::{decide, Failure, Next};
 use super::error_body::{api_message, error_body};
@@ -104,6 +105,20 @@ impl Client {
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
             }
+            if let Some(attempt_log) = &self.options.attempt_log {
+                attempt_log.push(AttemptRecord {
+                    method: operation.method.as_str().to_owned(),
+                    path: operation.url.path().to_owned(),
+                    started: wall_clock_at(attempt_started),
+                    ended: SystemTime::now(),
+                    status: match &outcome {
+                        Ok((status, _, _)) => Some(*status),
+                        Err(error) => answer_of(error).0,
+                    },
+                    error_type: outcome.as_ref().err().map(error_type),
+                    resend_count: attempt - 1,
+                });
+            }
             let error = match outcome {
                 Ok((status_code, request_id, body)) => {
                     return Ok(Answer {
@@ -163,8 +178,18 @@ impl Client {
                 Next::Retry { delay, error } => {
                     retries_done += 1;
                     if log::log_enabled!(target: "bizmsg", log::Level::Warn) {
+                        let (status, request_id) = answer_of(&error);
                         log::warn!(
                             target: "bizmsg",
+                            method = operation.method.as_str(),
+                            path = operation.url.path(),
+                            status = status,
+                            request_id = request_id,
+                            attempt = attempt,
+                            retry = retries_done,
+                            max_retries = max_retries,
+                            delay_seconds = delay.as_secs_f64(),
+                            idempotency_key = send_key(operation);
                             "{} {} failed ({}); retry {} of {} in {:.2}s",
                             operation.method,
                             operation.url.path(),
@@ -183,6 +208,10 @@ impl Client {
                     stale_retried = true;
                     log::info!(
                         target: "bizmsg",
+                        method = operation.method.as_str(),
+                        path = operation.url.path(),
+                        attempt = attempt,
+                        idempotency_key = send_key(operation);
                         "{} {} lost to the keep-alive race ({}); sent again once with the same \
                          Idempotency-Key (idempotent_sends)",
                         operation.method,
@@ -344,19 +373,42 @@ fn log_attempt(
 ) {
     let (status, request_id) = match outcome {
         Ok((status, request_id, _)) => (Some(*status), request_id.as_deref()),
-        Err(Error::Api(api)) => (Some(api.status_code), api.request_id.as_deref()),
-        Err(_) => (None, None),
+        Err(error) => answer_of(error),
     };
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     log::debug!(
         target: "bizmsg",
+        method = operation.method.as_str(),
+        path = operation.url.path(),
+        status = status,
+        request_id = request_id,
+        attempt = attempt,
+        duration_ms = duration_ms,
+        idempotency_key = send_key(operation);
         "{} {} -> {} in {:.1}ms (attempt {}, request id {})",
         operation.method,
         operation.url.path(),
         status.map_or_else(|| "no answer".to_owned(), |s| s.to_string()),
-        started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms,
         attempt,
         request_id.unwrap_or("-"),
     );
+}
+
+/// The status and request id of a failed attempt's answer (none when nothing was answered).
+fn answer_of(error: &Error) -> (Option<u16>, Option<&str>) {
+    match error {
+        Error::Api(api) => (Some(api.status_code), api.request_id.as_deref()),
+        _ => (None, None),
+    }
+}
+
+/// The `Idempotency-Key` of a send, for its log lines' fields (none for other calls).
+fn send_key(operation: &Operation) -> Option<&str> {
+    operation
+        .send
+        .as_ref()
+        .map(|send| send.idempotency_key.as_str())
 }
 
 /// An error as a retry warning shows it: phone numbers masked, the request id left whole.

@@ -1,6 +1,7 @@
 //! The HTTP client: configuration, the connection pool, tokens, retries and the attempt loop.
 //! The operations themselves (what each endpoint sends and decodes) live in `crate::api`.
 
+mod attempt_log;
 mod body;
 mod config;
 mod decide;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Uri;
 
+pub use attempt_log::{AttemptLog, AttemptRecord};
 pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
 // A pause is a limit (`limits/gate.rs`); calls take it in their options, so it is named here too.
 pub use crate::limits::Gate;
@@ -74,6 +76,8 @@ struct HandleOptions {
     /// Only the client made by `new` closes the pool; a `with_options` handle closing it would
     /// break its parent and every sibling.
     owns_pool: bool,
+    /// A handle made for tracing (`observed`) records each attempt here.
+    attempt_log: Option<Arc<AttemptLog>>,
 }
 
 pub(crate) struct Endpoints {
@@ -164,6 +168,7 @@ impl Client {
                 headers,
                 retry_observer: config.retry_observer,
                 owns_pool: true,
+                attempt_log: None,
             },
         })
     }
@@ -202,6 +207,38 @@ impl Client {
             shared: Arc::clone(&self.shared),
             options,
         })
+    }
+
+    /// A handle for one traced call (or campaign): its requests carry `headers` (the trace
+    /// context, which the caller's propagator wrote) besides the client's, and each of its
+    /// attempts is recorded in the returned log. Trace headers are not checked against the
+    /// reserved names: a propagator writes only its own. `record`: whether attempts are
+    /// recorded (a campaign's are not: its log would grow with every message).
+    pub fn observed(
+        &self,
+        headers: &[(String, String)],
+        record: bool,
+    ) -> Result<(Self, Option<Arc<AttemptLog>>)> {
+        let mut options = self.options.clone();
+        options.owns_pool = false;
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                Error::Configuration(format!("{name:?} is not a valid trace header name"))
+            })?;
+            let value = HeaderValue::from_str(value).map_err(|_| {
+                Error::Configuration(format!("the trace header {name} has an invalid value"))
+            })?;
+            options.headers.insert(name, value);
+        }
+        let log = record.then(|| Arc::new(AttemptLog::default()));
+        options.attempt_log.clone_from(&log);
+        Ok((
+            Client {
+                shared: Arc::clone(&self.shared),
+                options,
+            },
+            log,
+        ))
     }
 
     pub fn base_url(&self) -> &str {

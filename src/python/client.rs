@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
+use super::attempt_log::AttemptLog;
 use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::campaign::options::{campaign_options, plan_args, CampaignArgs};
 use super::campaign::{CampaignPlanner, CampaignRun};
@@ -196,6 +197,28 @@ impl NativeClient {
             client,
             warned_in_loop: Arc::clone(&self.warned_in_loop),
         })
+    }
+
+    /// A handle for one traced call or campaign (`bizmsg.instrumentation`): its requests carry
+    /// `headers_` (the trace context) and, with `record_attempts`, its attempts are recorded in
+    /// the returned log.
+    #[pyo3(signature = (*, headers_, record_attempts))]
+    fn observed(
+        &self,
+        py: Python<'_>,
+        headers_: &Bound<'_, PyDict>,
+        record_attempts: bool,
+    ) -> PyResult<(Self, Option<AttemptLog>)> {
+        let (client, log) = headers(headers_)
+            .and_then(|headers| self.client.observed(&headers, record_attempts))
+            .map_err(|e| to_py(py, e))?;
+        Ok((
+            NativeClient {
+                client,
+                warned_in_loop: Arc::clone(&self.warned_in_loop),
+            },
+            log.map(|log| AttemptLog { log }),
+        ))
     }
 
     // Keyword-only parameters, as every native method takes: pyo3 matches them to parameters

@@ -1,6 +1,7 @@
 //! The pyo3 bindings: `bizmsg._native`. They only translate between Python and the core.
 
 mod args;
+mod attempt_log;
 mod callbacks;
 mod campaign;
 mod client;
@@ -36,6 +37,13 @@ fn has_next_page(
     total: Option<i64>,
 ) -> bool {
     crate::wire::has_next_page(current, size, items, pages, total)
+}
+
+/// A phone number as logs and spans may show it (`crate::masking::mask_phone`): the
+/// instrumentation masks recipients exactly as the logs do.
+#[pyfunction]
+fn mask_phone(value: &str) -> String {
+    crate::masking::mask_phone(value)
 }
 
 /// `SendResult.ok` for a result built in Python: the same rule as for a received one.
@@ -87,6 +95,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
         .call_method1("register", (&shutdown,))?;
     module.add_function(shutdown)?;
     module.add_class::<client::NativeClient>()?;
+    module.add_class::<attempt_log::AttemptLog>()?;
     module.add_class::<client::Listing>()?;
     module.add_class::<campaign::CampaignRun>()?;
     module.add_class::<campaign::SendOutcome>()?;
@@ -95,6 +104,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<campaign::CampaignPlanner>()?;
     module.add_function(wrap_pyfunction!(has_next_page, module)?)?;
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
+    module.add_function(wrap_pyfunction!(mask_phone, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

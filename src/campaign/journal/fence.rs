@@ -146,7 +146,11 @@ impl ClaimFence {
     pub fn lose(&self, reason: impl Into<String>) {
         let reason = reason.into();
         if self.lost.set(reason.clone()).is_ok() {
-            log::error!(target: "bizmsg", "campaign journal: this run stops sending: {reason}");
+            log::error!(
+                target: "bizmsg",
+                stop_reason = reason.as_str();
+                "campaign journal: this run stops sending: {reason}"
+            );
         }
         self.changed.notify_waiters();
     }

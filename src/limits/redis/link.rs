@@ -157,6 +157,8 @@ impl Link {
                         // At the outage's own level: whoever saw it go sees it come back.
                         log::warn!(
                             target: "bizmsg",
+                            store = self.target.shown.as_str(),
+                            outage = false;
                             "shared limits {}: reachable again; sends go on",
                             self.target.shown
                         );
@@ -169,6 +171,8 @@ impl Link {
             if !self.failing.swap(true, Ordering::AcqRel) {
                 log::warn!(
                     target: "bizmsg",
+                    store = self.target.shown.as_str(),
+                    outage = true;
                     "shared limits {}: unreachable ({failure}); sends wait for it (up to {:?})",
                     self.target.shown,
                     self.target.wait

@@ -1,0 +1,226 @@
+"""The spans of single calls: a send (``messages.send``, ``send_template``), a page
+(``list``), a page of ``iter()``. Each call gets one span for what it did (not a second HTTP
+CLIENT span: the attempts under it are those, ``_attempts.py``), runs on a handle of the client
+whose requests carry the span's trace context (``NativeClient.observed``), and records the
+outcome. Only the instrumented methods do any of this: ``instrument()`` puts them in place of
+the plain ones and ``uninstrument()`` puts those back."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .. import _native
+from ..errors import SendOutcomeUnknownError, SendRejectedError
+from . import _attempts
+from ._telemetry import Telemetry
+
+R = TypeVar("R")
+
+
+def _headers() -> dict[str, str]:
+    """The current context's trace headers, as every configured propagator writes them."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+def observed_resource(resource: Any, record_attempts: bool
+                      ) -> tuple[Any, _native.AttemptLog | None]:
+    """A copy of ``resource`` on a handle whose requests carry the current trace context."""
+    native, log = resource._native.observed(headers_=_headers(),
+                                            record_attempts=record_attempts)
+    copy: Any = object.__new__(resource.__class__)
+    copy._native = native
+    return copy, log
+
+
+def _server(resource: Any) -> _attempts.Server:
+    return _attempts.Server(resource._native.base_url)
+
+
+def _send_attributes(kwargs: dict[str, Any]) -> dict[str, str]:
+    attributes = {"messaging.system": "bizmsg", "messaging.operation.type": "send",
+                  "messaging.operation.name": "send"}
+    to = kwargs.get("to")
+    if isinstance(to, str):
+        attributes["bizmsg.recipient"] = _native.mask_phone(to)
+    sender = kwargs.get("from_")
+    if isinstance(sender, str):
+        attributes["messaging.destination.name"] = _native.mask_phone(sender)
+    return attributes
+
+
+def _sent(span: trace.Span, result: Any) -> None:
+    sms_id: object
+    code: object
+    key: str | None = None
+    if isinstance(result, dict):  # raw=True: the JSON as received
+        raw: dict[str, object] = result  # pyright: ignore[reportUnknownVariableType]
+        sms_id, code = raw.get("smsId"), raw.get("code")
+    else:
+        sms_id, code = result.sms_id, result.code
+        key = result.meta.idempotency_key if result.meta is not None else None
+    if sms_id is not None:
+        span.set_attribute("messaging.message.id", str(sms_id))
+    if code is not None:
+        span.set_attribute("bizmsg.commit.code", str(code))
+    if key is not None:
+        span.set_attribute("bizmsg.idempotency_key", key)
+
+
+def _failed(telemetry: Telemetry, span: trace.Span, error: BaseException) -> str:
+    """Records ``error`` on the span; returns the message's outcome for the counter."""
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    span.set_attribute("error.type", type(error).__qualname__)
+    if isinstance(error, SendRejectedError):
+        if error.code is not None:
+            span.set_attribute("bizmsg.commit.code", str(error.code))
+        meta = error.result.meta
+        if meta is not None and meta.idempotency_key is not None:
+            span.set_attribute("bizmsg.idempotency_key", meta.idempotency_key)
+        return "rejected"
+    if isinstance(error, SendOutcomeUnknownError):
+        span.set_attribute("bizmsg.idempotency_key", error.idempotency_key)
+        return "unknown"
+    return "failed"
+
+
+class _Call:
+    """One traced call: its span, the handle it runs on, and what it records at the end."""
+
+    def __init__(self, telemetry: Telemetry, resource: Any, name: str,
+                 attributes: dict[str, str], is_send: bool) -> None:
+        self.telemetry = telemetry
+        self.is_send = is_send
+        self.server = _server(resource)
+        self.transport = resource._native.transport
+        kind = SpanKind.PRODUCER if is_send else SpanKind.INTERNAL
+        self.span = telemetry.tracer.start_span(name, kind=kind, attributes=attributes)
+        self.scope = trace.use_span(self.span, end_on_exit=False)
+        self.scope.__enter__()
+        self.resource, self.log = observed_resource(resource, record_attempts=True)
+        telemetry.in_flight.add(1)
+
+    def done(self, result: Any = None, error: BaseException | None = None) -> None:
+        try:
+            outcome = "sent"
+            if error is not None:
+                outcome = _failed(self.telemetry, self.span, error)
+            elif self.is_send:
+                _sent(self.span, result)
+            if self.log is not None:
+                _attempts.record(self.telemetry, self.span, self.server, self.log.take(),
+                                 self.transport)
+            if self.is_send:
+                self.telemetry.messages.add(1, {"bizmsg.outcome": outcome})
+        finally:
+            self.telemetry.in_flight.add(-1)
+            self.scope.__exit__(None, None, None)
+            self.span.end()
+
+
+def sync_call(telemetry: Telemetry, wrapped: Callable[..., R], name: str, is_send: bool
+              ) -> Callable[..., R]:
+    @functools.wraps(wrapped)
+    def traced(self: Any, *args: Any, **kwargs: Any) -> R:
+        attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
+        call = _Call(telemetry, self, name, attributes, is_send)
+        try:
+            result = wrapped(call.resource, *args, **kwargs)
+        except BaseException as error:
+            call.done(error=error)
+            raise
+        call.done(result)
+        return result
+
+    return traced
+
+
+def async_call(telemetry: Telemetry, wrapped: Callable[..., Any], name: str, is_send: bool
+               ) -> Callable[..., Any]:
+    @functools.wraps(wrapped)
+    async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+        attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
+        call = _Call(telemetry, self, name, attributes, is_send)
+        try:
+            result = await wrapped(call.resource, *args, **kwargs)
+        except BaseException as error:
+            call.done(error=error)
+            raise
+        call.done(result)
+        return result
+
+    return traced
+
+
+def _page_spans(telemetry: Telemetry, name: str, server: _attempts.Server, transport: str,
+                parent: trace.Span | None, log: _native.AttemptLog) -> None:
+    """A span for each page whose attempts the stream has made since the last look, with those
+    attempts under it (pages are read ahead by Rust, so several may be found at once: a page
+    starts at an attempt that is no resend)."""
+    pages: list[list[_attempts.Attempt]] = []
+    for attempt in log.take():
+        if attempt[6] == 0 or not pages:
+            pages.append([])
+        pages[-1].append(attempt)
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    for attempts in pages:
+        span = telemetry.tracer.start_span(f"{name} page", context=context,
+                                           kind=SpanKind.INTERNAL, start_time=attempts[0][2],
+                                           attributes={"bizmsg.listing": name})
+        _attempts.record(telemetry, span, server, attempts, transport)
+        if attempts[-1][5] is not None:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=attempts[-1][3])
+
+
+def sync_iter(telemetry: Telemetry, wrapped: Callable[..., Iterator[Any]], name: str
+              ) -> Callable[..., Iterator[Any]]:
+    @functools.wraps(wrapped)
+    def traced(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        parent = trace.get_current_span()
+        server, transport = _server(self), self._native.transport
+        resource, log = observed_resource(self, record_attempts=True)
+        assert log is not None
+        items = wrapped(resource, *args, **kwargs)
+
+        def pages() -> Iterator[Any]:
+            try:
+                for item in items:
+                    _page_spans(telemetry, name, server, transport, parent, log)
+                    yield item
+            finally:
+                _page_spans(telemetry, name, server, transport, parent, log)
+
+        return pages()
+
+    return traced
+
+
+def async_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterator[Any]], name: str
+               ) -> Callable[..., AsyncIterator[Any]]:
+    @functools.wraps(wrapped)
+    def traced(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        parent = trace.get_current_span()
+        server, transport = _server(self), self._native.transport
+        resource, log = observed_resource(self, record_attempts=True)
+        assert log is not None
+        items = wrapped(resource, *args, **kwargs)
+
+        async def pages() -> AsyncIterator[Any]:
+            try:
+                async for item in items:
+                    _page_spans(telemetry, name, server, transport, parent, log)
+                    yield item
+            finally:
+                _page_spans(telemetry, name, server, transport, parent, log)
+
+        return pages()
+
+    return traced

@@ -1,0 +1,50 @@
+"""What the instrumentation records with: the tracer, the meter and its instruments, made once
+per ``instrument()`` from the providers it was given (or the global ones)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+#: ``http.client.request.duration``'s bucket boundaries, as the HTTP semantic conventions
+#: advise them (seconds).
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                    7.5, 10.0)
+
+SCOPE = "bizmsg.instrumentation"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    tracer: trace.Tracer
+    request_duration: metrics.Histogram
+    messages: metrics.Counter
+    retries: metrics.Counter
+    throttled: metrics.Counter
+    in_flight: metrics.UpDownCounter
+
+
+def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
+    tracer = trace.get_tracer(SCOPE, version, tracer_provider=tracer_provider)
+    meter = metrics.get_meter(SCOPE, version, meter_provider=meter_provider)
+    return Telemetry(
+        tracer=tracer,
+        request_duration=meter.create_histogram(
+            "http.client.request.duration", unit="s",
+            description="Duration of HTTP client requests.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS)),
+        messages=meter.create_counter(
+            "bizmsg.messages", unit="{message}",
+            description="Messages by outcome: sent, rejected, unknown, failed, skipped."),
+        retries=meter.create_counter(
+            "bizmsg.retries", unit="{retry}",
+            description="Requests sent again, by the error.type of the attempt that failed."),
+        throttled=meter.create_counter(
+            "bizmsg.throttled", unit="{answer}",
+            description="Throttling answers of the service (429, 503), by status."),
+        in_flight=meter.create_up_down_counter(
+            "bizmsg.calls.in_flight", unit="{call}",
+            description="Calls (sends, listings) and campaigns in progress."),
+    )

@@ -1,0 +1,335 @@
+"""OpenTelemetry: the instrumentor's spans (names, kinds, parents, attributes, statuses), the
+trace context every request carries, the metrics, uninstrument(), and no token or whole number in
+any attribute or event. With the SDK's in-memory exporter and metric reader."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+import bizmsg  # noqa: E402
+from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
+from bizmsg.testing import Sandbox  # noqa: E402
+from conftest import Number  # noqa: E402
+
+RECIPIENT = "447700900123"
+SEND = "POST /v1/chat/messages/send"
+
+
+class Otel:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer = self.tracer_provider.get_tracer("tests")
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.name == name]
+
+    def metrics(self) -> dict[str, list[Any]]:
+        data = self.reader.get_metrics_data()
+        found: dict[str, list[Any]] = {}
+        if data is None:
+            return found
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                            meter_provider=telemetry.meter_provider)
+    yield telemetry
+    instrumentor.uninstrument()
+
+
+def traceparent_of(span: Any) -> str:
+    context = span.get_span_context()
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}"
+
+
+def received_contexts(sandbox: Sandbox) -> set[str]:
+    """The trace contexts the sandbox received (without the flags, which the SDK sets)."""
+    return {r["headers"]["traceparent"].rsplit("-", 1)[0] for r in sandbox.requests()}
+
+
+def test_a_sent_message(otel: Otel, sandbox: Sandbox, client: bizmsg.Client,
+                        sender: Number) -> None:
+    with otel.tracer.start_as_current_span("request") as request:
+        result = client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    [attempt] = otel.named(SEND)
+    assert send.kind is SpanKind.PRODUCER and attempt.kind is SpanKind.CLIENT
+    assert send.parent is not None and send.parent.span_id == request.get_span_context().span_id
+    assert attempt.parent is not None and attempt.parent.span_id == send.context.span_id
+    assert send.attributes is not None and attempt.attributes is not None
+    assert send.attributes["messaging.message.id"] == str(result.sms_id)
+    assert send.attributes["bizmsg.idempotency_key"] == result.meta.idempotency_key
+    assert send.attributes["bizmsg.recipient"] == "4477****0123"
+    assert attempt.attributes["http.request.method"] == "POST"
+    assert attempt.attributes["http.response.status_code"] == 200
+    assert attempt.attributes["server.address"] == "127.0.0.1"
+    assert attempt.attributes["server.port"] == int(sandbox.base_url.rsplit(":", 1)[1].strip("/"))
+    assert attempt.attributes["url.full"] == sandbox.base_url.rstrip("/") + "/v1/chat/messages/send"
+    assert attempt.attributes["network.protocol.name"] == "http"
+    assert "http.request.resend_count" not in attempt.attributes
+    assert attempt.start_time is not None and send.start_time is not None
+    assert send.start_time <= attempt.start_time <= (attempt.end_time or 0) <= (send.end_time or 0)
+    # The request carried the trace context of the send's span.
+    assert received_contexts(sandbox) == {traceparent_of(send)}
+
+
+def test_a_rejected_message(otel: Otel, sandbox: Sandbox, client: bizmsg.Client) -> None:
+    with pytest.raises(bizmsg.SendRejectedError):
+        client.messages.send_template(
+            to=RECIPIENT, from_="14155550199", name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    assert send.status.status_code is StatusCode.ERROR
+    assert send.attributes is not None
+    assert send.attributes["error.type"] == "SendRejectedError"
+    assert "bizmsg.commit.code" in send.attributes
+    assert [e.name for e in send.events] == ["exception"]
+    [attempt] = otel.named(SEND)
+    assert attempt.status.status_code is StatusCode.UNSET
+
+
+def test_an_unknown_outcome(otel: Otel, sandbox: Sandbox, client: bizmsg.Client,
+                            sender: Number) -> None:
+    sandbox.inject("send", cut_connection=True)
+    with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    [attempt] = otel.named(SEND)
+    assert send.attributes is not None and attempt.attributes is not None
+    assert send.attributes["error.type"] == "SendOutcomeUnknownError"
+    assert send.attributes["bizmsg.idempotency_key"] == caught.value.idempotency_key
+    assert attempt.status.status_code is StatusCode.ERROR
+    assert "http.response.status_code" not in attempt.attributes
+    assert attempt.attributes["error.type"] in ("connection_broken", "send_outcome_unknown")
+
+
+def test_a_retried_send_has_two_attempt_spans(otel: Otel, sandbox: Sandbox,
+                                              sender: Number) -> None:
+    sandbox.inject("send", status=429, headers={"Retry-After": "0"})
+    with sandbox.client(max_retries=2) as client:
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    first, second = sorted(otel.named(SEND), key=lambda s: s.start_time or 0)
+    assert first.attributes is not None and second.attributes is not None
+    assert first.attributes["http.response.status_code"] == 429
+    assert first.attributes["error.type"] == "429"
+    assert "http.request.resend_count" not in first.attributes
+    assert second.attributes["http.response.status_code"] == 200
+    assert second.attributes["http.request.resend_count"] == 1
+    metrics = otel.metrics()
+    [retry] = metrics["bizmsg.retries"]
+    assert retry.value == 1 and retry.attributes["error.type"] == "429"
+    assert sum(p.count for p in metrics["http.client.request.duration"]) == 2
+    [throttled] = metrics["bizmsg.throttled"]
+    assert throttled.value == 1
+
+
+def test_a_listing_through_iter_has_a_span_per_page(otel: Otel, sandbox: Sandbox,
+                                                    client: bizmsg.Client) -> None:
+    with otel.tracer.start_as_current_span("request") as request:
+        numbers = list(client.business_phone_numbers.iter(page_size=2, limit=5))
+    assert len(numbers) == 5
+    pages = otel.named("list business_phone_numbers page")
+    attempts = otel.named("GET /v1/chat/businessPhoneNumber")
+    assert len(pages) == len(attempts) >= 3
+    assert {p.parent.span_id for p in pages if p.parent} == {request.get_span_context().span_id}
+    assert {a.parent.span_id for a in attempts if a.parent} == {p.context.span_id for p in pages}
+    assert received_contexts(sandbox) == {traceparent_of(request)}
+
+
+def test_a_page_through_list(otel: Otel, sandbox: Sandbox, client: bizmsg.Client) -> None:
+    client.business_accounts.list(page_size=1)
+    [listing] = otel.named("list business_accounts")
+    [attempt] = otel.named("GET /v1/chat/businessAccounts")
+    assert attempt.parent is not None and attempt.parent.span_id == listing.context.span_id
+    assert attempt.attributes is not None and "?" not in str(attempt.attributes["url.full"])
+
+
+async def test_async_calls_carry_their_tasks_context(otel: Otel, sandbox: Sandbox,
+                                                     aclient: bizmsg.AsyncClient,
+                                                     sender: Number) -> None:
+    async def one(name: str) -> str:
+        with otel.tracer.start_as_current_span(name):
+            result = await aclient.messages.send_template(
+                to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+            return str(result.sms_id)
+
+    await asyncio.gather(one("a"), one("b"))
+    sends = otel.named("send")
+    assert len(sends) == 2
+    by_parent = {s.parent.span_id: s for s in sends if s.parent}
+    for name in ("a", "b"):
+        [parent] = otel.named(name)
+        assert parent.context.span_id in by_parent
+    assert received_contexts(sandbox) == {traceparent_of(s) for s in sends}
+
+
+def test_threads_carry_their_own_context(otel: Otel, sandbox: Sandbox, client: bizmsg.Client,
+                                         sender: Number) -> None:
+    def one(name: str) -> None:
+        with otel.tracer.start_as_current_span(name):
+            client.messages.send_template(
+                to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+
+    threads = [threading.Thread(target=one, args=(f"t{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sends = otel.named("send")
+    assert len(sends) == 4
+    assert received_contexts(sandbox) == {
+        traceparent_of(s) for s in sends}
+    parents = {s.parent.span_id for s in sends if s.parent}
+    assert parents == {otel.named(f"t{i}")[0].context.span_id for i in range(4)}
+
+
+def test_a_campaign_with_a_pause(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(6)]
+    messages.append(bizmsg.Message(to="447700900199", from_="14155550199", template=template))
+    sandbox.inject("send", status=429, headers={"Retry-After": "0.2"})
+    with sandbox.client() as client, otel.tracer.start_as_current_span("job") as job:
+        result = client.messages.send_many(messages, campaign_id="otel-pause", concurrency=2)
+    assert result.counts["sent"] == 6
+    [campaign] = otel.named("send_many")
+    assert campaign.parent is not None and campaign.parent.span_id == job.get_span_context().span_id
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 6
+    assert campaign.attributes["bizmsg.campaign.rejected"] == 1
+    assert campaign.attributes["bizmsg.campaign.id"] == "otel-pause"
+    assert campaign.attributes["messaging.batch.message_count"] == 7
+    # Every request of the campaign (the refused one and its retry too) carried the run's span.
+    assert received_contexts(sandbox) == {
+        traceparent_of(campaign)}
+    messages_metric = {p.attributes["bizmsg.outcome"]: p.value
+                       for p in otel.metrics()["bizmsg.messages"]}
+    assert messages_metric == {"sent": 6, "rejected": 1}
+
+
+def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
+                                             sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to="447700900199", from_="14155550199", template=template)]
+    messages += [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                 for i in range(3)]
+    with sandbox.client() as client:
+        client.messages.send_many(messages, stop_on_error=True, concurrency=1)
+    [campaign] = otel.named("send_many")
+    assert "bizmsg.campaign.stop" in [e.name for e in campaign.events]
+    assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.stop_reason"]
+
+
+def test_uninstrument_stops_everything(sandbox: Sandbox, client: bizmsg.Client,
+                                       sender: Number) -> None:
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                            meter_provider=telemetry.meter_provider)
+    instrumentor.uninstrument()
+    with telemetry.tracer.start_as_current_span("request"):
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+        client.business_accounts.list()
+        list(client.business_phone_numbers.iter(limit=3))
+    assert [s.name for s in telemetry.spans()] == ["request"]
+    assert all("traceparent" not in r["headers"] for r in sandbox.requests())
+    assert "bizmsg.messages" not in telemetry.metrics()
+
+
+def test_no_token_and_no_whole_number_in_any_attribute_or_event(
+    otel: Otel, sandbox: Sandbox, sender: Number
+) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    sandbox.inject("send", status=503, headers={"Retry-After": "0"})
+    with sandbox.client() as client:
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+        with pytest.raises(bizmsg.SendRejectedError):
+            client.messages.send_template(
+                to=RECIPIENT, from_="14155550199", name="n", parameters="p", language="en")
+        client.messages.send_many(
+            [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)] * 2)
+    everything = []
+    for span in otel.spans():
+        everything.append(repr(dict(span.attributes or {})))
+        everything += [repr(dict(e.attributes or {})) for e in span.events]
+    for points in otel.metrics().values():
+        everything += [repr(dict(p.attributes)) for p in points]
+    text = "\n".join(everything)
+    for secret in (sandbox.token, RECIPIENT, sender.digits):
+        assert secret not in text
+
+
+def test_import_bizmsg_imports_no_opentelemetry() -> None:
+    code = textwrap.dedent("""
+        import sys
+        import bizmsg
+        client = bizmsg.Client("t", base_url="http://127.0.0.1:9")
+        client.close()
+        print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_auto_instrumentation_through_opentelemetry_instrument(sandbox: Sandbox,
+                                                              sender: Number) -> None:
+    import shutil
+
+    command = shutil.which("opentelemetry-instrument",
+                           path=str(__import__("pathlib").Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("opentelemetry-instrument is not installed")
+    code = textwrap.dedent(f"""
+        import bizmsg
+        with bizmsg.Client({sandbox.token!r}, base_url={sandbox.base_url!r}) as client:
+            client.messages.send_template(to={RECIPIENT!r}, from_={sender.digits!r},
+                                          name="n", parameters="p", language="en")
+    """)
+    env = {**__import__("os").environ, "OTEL_TRACES_EXPORTER": "console",
+           "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_SERVICE_NAME": "auto-test"}
+    done = subprocess.run([command, sys.executable, "-c", code], capture_output=True,
+                          text=True, env=env, timeout=60, check=True)
+    assert '"name": "send"' in done.stdout and f'"name": "{SEND}"' in done.stdout
+    [received] = sandbox.requests()
+    assert "traceparent" in received["headers"]
