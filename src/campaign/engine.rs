@@ -166,6 +166,10 @@ async fn run<P: Send + 'static>(
             summary.error = Some(failure);
         }
         journal.end().await;
+    } else if let Some(journal) = &engine.context.journal {
+        // A journal that failed is written to no more, but its run is ended (its connection
+        // closed) before the caller hears of it all the same.
+        journal.end().await;
     }
     report.log_end(
         &engine.tally,
