@@ -1,21 +1,84 @@
-//! The journal contract, one test each, run against SQLite and PostgreSQL alike: what a take-over
-//! may and may not do to a run, whatever store holds the journal. A frozen run is stood for by
-//! its heartbeat aged in the store itself (what a SIGSTOP does to it); the real processes and
-//! signals are in `tests/test_journal_takeover.py`.
+//! The journal contract, one test each, run against SQLite and PostgreSQL alike: what claims and
+//! writes do to the messages' records, and what a take-over may and may not do to a run, whatever
+//! store holds the journal. A frozen run is stood for by its heartbeat aged in the store itself
+//! (what a SIGSTOP does to it); the real processes and signals are in
+//! `tests/test_journal_takeover.py`. What only one store does (SQLite's formats and its WAL,
+//! PostgreSQL's plans, sessions and row locks) is tested in that store's `tests.rs`.
+//!
+//! This file also holds the helpers every journal test uses, the stores' own tests too: the
+//! lease, a fresh folder, a client of the test's own on the server, a message's identity, claims,
+//! results.
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Claim, Claimed, Identity, JournalStore, PostgresJournal, SqliteJournal, State};
+use super::{Claim, Claimed, Identity, JournalStore, PostgresJournal, Row, SqliteJournal, State};
 use crate::campaign::message::Fingerprint;
 use crate::test_servers::PostgresServer;
 
-/// Long enough that no heartbeat of the journal's own lands while a test ages one.
-const LEASE: Duration = Duration::from_secs(60);
+/// A run's lease in the tests: long enough that only a heartbeat the test ages makes a run
+/// look dead (its own beats come every half second: `fence::heartbeat_every`).
+pub(super) const LEASE: Duration = Duration::from_secs(60);
 
+/// A new, empty folder for one test's journal.
+pub(super) fn fresh_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bizmsg-journal-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A client of the test's own on the server, its connection driven in the background.
+pub(super) async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = url
+        .parse::<tokio_postgres::Config>()
+        .unwrap()
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Message `n` (its first occurrence).
+pub(super) fn identity(n: u128) -> Identity {
+    Identity {
+        fingerprint: Fingerprint(n),
+        occurrence: 0,
+    }
+}
+
+/// Claims of the messages of `range`, message `n` with the key `{prefix}{n}`.
+pub(super) fn claims(range: std::ops::Range<u128>, prefix: &str, take_over: bool) -> Vec<Claim> {
+    range
+        .map(|n| Claim {
+            identity: identity(n),
+            key: format!("{prefix}{n}"),
+            take_over,
+        })
+        .collect()
+}
+
+/// A claim won with `key`.
+pub(super) fn won_with(key: &str) -> Claimed {
+    Claimed::Won {
+        key: key.to_owned(),
+    }
+}
+
+/// The record of message `n` (key `k{n}`) in `state`, written by the run that claimed it and
+/// knows whether it left (it clears a doubt).
+pub(super) fn result(n: u128, state: State) -> Row {
+    let mut row = Row::new(identity(n), state, Some(format!("k{n}")));
+    row.clears_doubt = true;
+    row
+}
+
+/// A store to run the contract on: an SQLite file in a folder of its own, or a PostgreSQL server
+/// of the test's own.
 enum Store {
     Sqlite(PathBuf),
     Postgres(PostgresServer),
@@ -25,9 +88,7 @@ impl Store {
     /// Both stores, PostgreSQL when a server can be started here (required under
     /// `BIZMSG_REQUIRE_SERVICES=1`, as every real-server test).
     fn all() -> Vec<Store> {
-        let dir = std::env::temp_dir().join(format!("bizmsg-contract-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut stores = vec![Store::Sqlite(dir.join("journal.db"))];
+        let mut stores = vec![Store::Sqlite(fresh_dir().join("journal.db"))];
         stores.extend(PostgresServer::start().map(Store::Postgres));
         stores
     }
@@ -114,32 +175,226 @@ impl Store {
     }
 }
 
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = url
-        .parse::<tokio_postgres::Config>()
-        .unwrap()
-        .connect(tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
-fn identity(n: u128) -> Identity {
-    Identity {
-        fingerprint: Fingerprint(n),
-        occurrence: 0,
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Store::Sqlite(path) = self {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
 }
 
-fn claims(range: std::ops::Range<u128>, prefix: &str, take_over: bool) -> Vec<Claim> {
-    range
-        .map(|n| Claim {
-            identity: identity(n),
-            key: format!("{prefix}{n}"),
-            take_over,
-        })
-        .collect()
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
+    for store in Store::all() {
+        let name = store.name();
+        let journal = store.open("c", LEASE).await;
+        let won = journal.claim(claims(0..6, "k", false)).await.unwrap();
+        assert!(won.iter().all(Claimed::is_won), "{name}");
+        journal
+            .write_durably(vec![
+                result(0, State::Sent),
+                result(1, State::Rejected),
+                result(2, State::Unknown),
+                result(5, State::Failed),
+            ])
+            .await
+            .unwrap();
+        let mut later = vec![
+            result(0, State::Skipped),
+            result(1, State::Failed),
+            result(2, State::Skipped),
+            result(3, State::Failed),
+            result(4, State::Skipped),
+            result(5, State::Skipped),
+        ];
+        for row in &mut later {
+            // Rows 2 and 3 as a write that does not know the message never left.
+            row.clears_doubt = !matches!(row.identity.fingerprint.0, 2 | 3);
+        }
+        journal.write_durably(later).await.unwrap();
+        let mut rows = journal
+            .lookup((0..9).map(identity).collect())
+            .await
+            .unwrap();
+        rows.sort_by_key(|row| row.identity.fingerprint.0);
+        let states: Vec<State> = rows.into_iter().map(|row| row.state).collect();
+        assert_eq!(
+            states,
+            [
+                State::Sent,
+                State::Rejected,
+                State::Unknown,
+                State::Dispatched,
+                State::Skipped,
+                State::Skipped
+            ],
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_never_both_win_a_message_and_a_gone_run_leaves_its_claims_in_doubt_at_once() {
+    for store in Store::all() {
+        let name = store.name();
+        let first = store.open("spring", LEASE).await;
+        let second = store.open("spring", LEASE).await;
+        let won = first.claim(claims(0..4, "k", false)).await.unwrap();
+        assert!(won.iter().all(Claimed::is_won), "{name}");
+        let contested = second.claim(claims(2..6, "k", false)).await.unwrap();
+        assert!(
+            matches!(&contested[0], Claimed::Lost(row) if row.held_elsewhere),
+            "{name}"
+        );
+        assert!(
+            matches!(&contested[1], Claimed::Lost(row) if row.held_elsewhere),
+            "{name}"
+        );
+        assert_eq!(contested[2..], [won_with("k4"), won_with("k5")], "{name}");
+        first
+            .write_durably(vec![result(0, State::Sent), result(3, State::Skipped)])
+            .await
+            .unwrap();
+        // A write of a message another run holds changes nothing.
+        second
+            .write_durably(vec![result(1, State::Sent)])
+            .await
+            .unwrap();
+        drop(first);
+        // Its connection closes with it: its lock goes, its claims are in doubt at once (what it
+        // finished is done, what it held is in doubt).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let rows = loop {
+            let rows = second
+                .lookup(vec![identity(0), identity(1), identity(3)])
+                .await
+                .unwrap();
+            if rows.iter().all(|row| !row.held_elsewhere) {
+                break rows;
+            }
+            assert!(Instant::now() < deadline, "{name}: {rows:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let states: HashMap<u128, State> = rows
+            .iter()
+            .map(|row| (row.identity.fingerprint.0, row.state))
+            .collect();
+        assert_eq!(states[&0], State::Sent, "{name}");
+        assert_eq!(states[&1], State::Dispatched, "{name}");
+        assert_eq!(states[&3], State::Skipped, "{name}");
+        // Taken over in doubt: keeps its key; a message never sent is claimed anew.
+        let mut again = claims(1..2, "k", true);
+        again[0].key = "other".into();
+        again.extend(claims(3..4, "k", false));
+        // The run taking a message over is told the key its record holds, the one it may
+        // have gone out with, not its own.
+        assert_eq!(
+            second.claim(again).await.unwrap(),
+            [won_with("k1"), won_with("k3")],
+            "{name}"
+        );
+        let kept = second.lookup(vec![identity(1)]).await.unwrap();
+        assert_eq!(
+            kept[0].key.as_deref(),
+            Some("k1"),
+            "{name}: a taken-over message keeps its key"
+        );
+        // A message taken over in doubt stays in doubt if this run does not send it.
+        second
+            .write_durably(vec![result(1, State::Skipped)])
+            .await
+            .unwrap();
+        let still = second.lookup(vec![identity(1)]).await.unwrap();
+        assert_eq!(still[0].state, State::Dispatched, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_over_overlapping_messages_claim_each_exactly_once() {
+    for store in Store::all() {
+        let mut runs = Vec::new();
+        for _ in 0..4 {
+            runs.push(store.open("load", LEASE).await);
+        }
+        let mut tasks = Vec::new();
+        for (number, run) in runs.iter().enumerate() {
+            let run = Arc::clone(run);
+            tasks.push(tokio::spawn(async move {
+                // Each run walks the same 2,000 messages from another start, in batches.
+                let mut order: Vec<u128> = (0..2000).collect();
+                order.rotate_left(number * 500);
+                let mut won = Vec::new();
+                for batch in order.chunks(64) {
+                    let claims: Vec<Claim> = batch
+                        .iter()
+                        .map(|n| Claim {
+                            identity: identity(*n),
+                            key: format!("k{n}"),
+                            take_over: false,
+                        })
+                        .collect();
+                    let answers = run.claim(claims).await.unwrap();
+                    for (n, answer) in batch.iter().zip(answers) {
+                        if answer.is_won() {
+                            won.push(*n);
+                        }
+                    }
+                }
+                won
+            }));
+        }
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..2000).collect::<Vec<u128>>(), "{}", store.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_write_their_messages_and_claim_each_others_never_deadlock() {
+    // Each run writes the messages it holds and at once claims the other's. Were the write
+    // and the claim one transaction, or the write's locks taken in its plan's order, the
+    // two would lock the same rows in opposite orders and the server roll one back as a
+    // deadlock (a second later), which the run would fail with. (SQLite runs one transaction
+    // at a time: there, neither may fail either.)
+    for store in Store::all() {
+        let first = store.open("crossing", LEASE).await;
+        let second = store.open("crossing", LEASE).await;
+        for round in 0..40u128 {
+            let (mine, theirs) = (
+                round * 400..round * 400 + 200,
+                round * 400 + 200..round * 400 + 400,
+            );
+            assert!(first
+                .claim(claims(mine.clone(), "k", false))
+                .await
+                .unwrap()
+                .iter()
+                .all(|c| c.is_won()));
+            assert!(second
+                .claim(claims(theirs.clone(), "k", false))
+                .await
+                .unwrap()
+                .iter()
+                .all(|c| c.is_won()));
+            let cross = |run: Arc<dyn JournalStore>,
+                         held: std::ops::Range<u128>,
+                         wanted: std::ops::Range<u128>| {
+                tokio::spawn(async move {
+                    run.write(held.map(|n| result(n, State::Failed)).collect())?;
+                    run.claim(claims(wanted, "k", false)).await
+                })
+            };
+            let a = cross(Arc::clone(&first), mine.clone(), theirs.clone());
+            let b = cross(Arc::clone(&second), theirs, mine);
+            a.await.unwrap().unwrap();
+            b.await.unwrap().unwrap();
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,9 +409,11 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
             .iter()
             .all(Claimed::is_won));
         assert_eq!(first.fence().check(), Ok(()), "{name}");
-        // Frozen past its own lease and the margin.
-        store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
         let second = store.open("contract", LEASE).await;
+        // Frozen past its own lease and the margin: aged just before the take-over, since the
+        // run's writer, not really frozen, beats every half second (`fence::heartbeat_every`)
+        // and a beat that lands between the two makes it alive again.
+        store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
         let taken = second.claim(claims(0..2, "b", true)).await.unwrap();
         assert_eq!(
             taken,
@@ -242,203 +499,6 @@ async fn a_run_that_stopped_being_confirmed_stops_sending_until_confirmed_again(
         );
         run.flush().await.unwrap();
         assert_eq!(run.fence().check(), Ok(()), "{name}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_postgres_session_ends_stops_sending_at_once() {
-    let Some(server) = PostgresServer::start() else {
-        return;
-    };
-    let run = PostgresJournal::open(&server.url, "terminated", LEASE)
-        .await
-        .unwrap();
-    run.claim(claims(0..1, "a", false)).await.unwrap();
-    let admin = connect(&server.url).await;
-    let ended = Instant::now();
-    let terminated: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l \
-             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
-               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
-               AND l.objid = (r.lock_key & 4294967295)::oid \
-             WHERE r.state = 'running'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(terminated, 1);
-    while !run.fence().is_lost() {
-        assert!(
-            ended.elapsed() < Duration::from_secs(5),
-            "the run still sends 5 s after its session ended"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    eprintln!(
-        "the fence fell {:.1} ms after pg_terminate_backend returned",
-        ended.elapsed().as_secs_f64() * 1e3
-    );
-    assert!(run.write_durably(Vec::new()).await.is_err());
-}
-
-/// A take-over waiting on a row lock judges the holders as they are when it gets the lock, not
-/// as its statement's snapshot saw them: a run that registered and took a message over while
-/// the first waited is alive, and keeps it. (PostgreSQL only: SQLite runs one transaction at a
-/// time.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run() {
-    let Some(server) = PostgresServer::start() else {
-        return;
-    };
-    let first = Arc::new(
-        PostgresJournal::open(&server.url, "snapshot", LEASE)
-            .await
-            .unwrap(),
-    );
-    let admin = connect(&server.url).await;
-    // A dead run's claims of messages 1 and 2 (recorded, its lock never held).
-    admin
-        .batch_execute(
-            "INSERT INTO bizmsg.runs (id, campaign, lock_key, heartbeat_at) SELECT \
-                 'd0000000-0000-0000-0000-000000000000', id, 1001, now() - interval '1 minute' \
-                 FROM bizmsg.campaigns WHERE name = 'snapshot'; \
-             INSERT INTO bizmsg.messages \
-                 (campaign, fingerprint, occurrence, idempotency_key, state, run_id) \
-             SELECT c.id, m.f::uuid, 0, m.k, 'dispatched', \
-                    'd0000000-0000-0000-0000-000000000000' \
-             FROM bizmsg.campaigns c, (VALUES \
-                 ('00000000-0000-0000-0000-000000000001', 'kD1'), \
-                 ('00000000-0000-0000-0000-000000000002', 'kD2')) AS m (f, k) \
-             WHERE c.name = 'snapshot'",
-        )
-        .await
-        .unwrap();
-    // Another transaction holds message 1's row for a moment.
-    let mut holder = connect(&server.url).await;
-    let holding = holder.transaction().await.unwrap();
-    holding
-        .batch_execute(
-            "SELECT 1 FROM bizmsg.messages \
-             WHERE fingerprint = '00000000-0000-0000-0000-000000000001' FOR UPDATE",
-        )
-        .await
-        .unwrap();
-    let waiting = tokio::spawn({
-        let first = Arc::clone(&first);
-        async move { first.claim(claims(1..3, "b", true)).await.unwrap() }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    // A run that starts while the first waits, and takes message 2 over.
-    let second = Arc::new(
-        PostgresJournal::open(&server.url, "snapshot", LEASE)
-            .await
-            .unwrap(),
-    );
-    let meanwhile = tokio::spawn({
-        let second = Arc::clone(&second);
-        async move { second.claim(claims(2..3, "x", true)).await.unwrap() }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    holding.rollback().await.unwrap();
-    let (waited, meanwhile) = (waiting.await.unwrap(), meanwhile.await.unwrap());
-    let holders_of_2 = usize::from(waited[1].is_won()) + usize::from(meanwhile[0].is_won());
-    assert_eq!(
-        holders_of_2, 1,
-        "message 2 held by {holders_of_2} runs: {waited:?} {meanwhile:?}"
-    );
-    // Whoever holds it sends it with the dead run's key.
-    for answer in waited.iter().chain(&meanwhile) {
-        if let Claimed::Won { key } = answer {
-            assert!(key.starts_with("kD"), "{key}");
-        }
-    }
-}
-
-/// A run whose session ended without its process knowing (a failover, a connection cut in the
-/// middle) may send until its fence's window closes: its claims are taken over only once its
-/// heartbeat is older than the grace, not the moment its lock is gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
-    let Some(server) = PostgresServer::start() else {
-        return;
-    };
-    let first = PostgresJournal::open(&server.url, "grace", LEASE)
-        .await
-        .unwrap();
-    first.claim(claims(0..2, "a", false)).await.unwrap();
-    let admin = connect(&server.url).await;
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l \
-             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
-               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
-               AND l.objid = (r.lock_key & 4294967295)::oid",
-            &[],
-        )
-        .await
-        .unwrap();
-    let ended = Instant::now();
-    let second = PostgresJournal::open(&server.url, "grace", LEASE)
-        .await
-        .unwrap();
-    let early = second.claim(claims(0..1, "b", true)).await.unwrap();
-    assert!(
-        matches!(&early[0], Claimed::Lost(row) if row.held_elsewhere && row.holder_settling),
-        "taken over {:?} after the session ended: {early:?}",
-        ended.elapsed()
-    );
-    tokio::time::sleep(super::SESSION_GRACE + Duration::from_millis(500)).await;
-    let late = second.claim(claims(0..1, "b", true)).await.unwrap();
-    assert_eq!(late, [Claimed::Won { key: "a0".into() }]);
-    // A run whose record a person deleted is gone, and its claims are taken at once.
-    admin
-        .execute("DELETE FROM bizmsg.runs WHERE state <> 'running'", &[])
-        .await
-        .unwrap();
-    let orphan = second.claim(claims(1..2, "b", true)).await.unwrap();
-    assert_eq!(orphan, [Claimed::Won { key: "a1".into() }]);
-}
-
-/// A claim that meets one message another transaction is inserting now (a run frozen inside
-/// its claim) claims every other message and reports only that one held by another run (found
-/// in review: the whole batch was reported held, and none of it sent).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_that_meets_one_busy_message_claims_all_the_others() {
-    let Some(server) = PostgresServer::start() else {
-        return;
-    };
-    let run = PostgresJournal::open(&server.url, "busy", LEASE)
-        .await
-        .unwrap();
-    let mut frozen = connect(&server.url).await;
-    let inserting = frozen.transaction().await.unwrap();
-    inserting
-        .batch_execute(
-            "INSERT INTO bizmsg.messages (campaign, fingerprint, occurrence, idempotency_key, \
-             state) SELECT id, '00000000-0000-0000-0000-000000000007', 0, 'other', 'dispatched' \
-             FROM bizmsg.campaigns WHERE name = 'busy'",
-        )
-        .await
-        .unwrap();
-    let claimed = run.claim(claims(0..20, "a", false)).await.unwrap();
-    inserting.rollback().await.unwrap();
-    for (n, answer) in claimed.iter().enumerate() {
-        if n == 7 {
-            assert!(
-                matches!(answer, Claimed::Lost(row) if row.held_elsewhere),
-                "{answer:?}"
-            );
-        } else {
-            assert_eq!(
-                *answer,
-                Claimed::Won {
-                    key: format!("a{n}")
-                },
-                "message {n}"
-            );
-        }
     }
 }
 

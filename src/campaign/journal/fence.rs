@@ -73,7 +73,7 @@ pub const WINDOW_CAP: Duration = Duration::from_secs(2);
 pub const TAKE_OVER_AFTER: f64 = 1.25;
 /// How old the heartbeat of a run whose session is gone must be before another run takes its
 /// claims over: longer than any window (`WINDOW_CAP`), with room for a heartbeat's round trip.
-/// (In SQL as `interval '5 seconds'`, `postgres.rs`.)
+/// (In SQL as `interval '5 seconds'`, `postgres/schema.rs`.)
 pub const SESSION_GRACE: Duration = Duration::from_secs(5);
 
 /// How long after a confirmation a run with `lease` may send.

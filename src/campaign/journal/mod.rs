@@ -18,9 +18,10 @@
 //! process (a lock on a file, a database session): the claims of a run that died are in doubt
 //! at once, not after a lease.
 //!
-//! The engine talks to a [`JournalStore`]: `sqlite.rs` (a file per campaign, the embedded one)
-//! or `postgres.rs` (any number of campaigns, shared by processes on many hosts). This file
-//! also maps outcomes to records and back.
+//! The engine talks to a [`JournalStore`]: `sqlite/` (a file per campaign, the embedded one)
+//! or `postgres/` (any number of campaigns, shared by processes on many hosts), both held to
+//! one contract (`contract.rs`, run against each). This file also maps outcomes to records and
+//! back.
 
 #[cfg(test)]
 mod contract;

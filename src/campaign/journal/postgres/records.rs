@@ -1,0 +1,340 @@
+//! What a run's transactions do to the messages' records: look them up (with whether a live run
+//! of another process holds each), claim them (judging the runs that hold them in doubt first),
+//! and write their results, never losing a result or a doubt. Each statement finds its messages
+//! by the primary key's first columns (`statements.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Transaction;
+use uuid::Uuid;
+
+use super::statements::Statements;
+use crate::campaign::journal::{Claim, Claimed, Identity, Row, State};
+use crate::campaign::message::Fingerprint;
+
+fn uuid_of(fingerprint: Fingerprint) -> Uuid {
+    Uuid::from_u128(fingerprint.0)
+}
+
+fn occurrence_of(identity: Identity) -> i32 {
+    i32::try_from(identity.occurrence).unwrap_or(i32::MAX)
+}
+
+/// The records of `identities`, with whether a live run of another process holds each.
+pub(super) async fn lookup(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    identities: &[Identity],
+) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+    if identities.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fingerprints: Vec<Uuid> = identities.iter().map(|i| uuid_of(i.fingerprint)).collect();
+    let occurrences: Vec<i32> = identities.iter().map(|i| occurrence_of(*i)).collect();
+    let found = transaction
+        .query(
+            &statements.lookup,
+            &[&campaign, &fingerprints, &run, &occurrences],
+        )
+        .await?;
+    Ok(found.iter().map(row_from).collect())
+}
+
+fn row_from(found: &tokio_postgres::Row) -> Row {
+    let fingerprint: Uuid = found.get(0);
+    let occurrence: i32 = found.get(1);
+    let state: String = found.get(3);
+    Row {
+        identity: Identity {
+            fingerprint: Fingerprint(fingerprint.as_u128()),
+            occurrence: u32::try_from(occurrence).unwrap_or_default(),
+        },
+        key: found.get(2),
+        // An unreadable state is taken for in doubt, the safe reading.
+        state: State::parse(&state).unwrap_or(State::Dispatched),
+        sms_id: found.get(4),
+        code: found.get(5),
+        msg: found.get(6),
+        clears_doubt: false,
+        held_elsewhere: found.get::<_, Option<bool>>(7).unwrap_or(false),
+        holder_settling: found.get::<_, Option<bool>>(8).unwrap_or(false),
+        claimed: false,
+    }
+}
+
+/// Claims in one statement: a message is won when it has no record (inserted), a record of
+/// this run without a result, one that says it was never sent, or (taken over) one in doubt
+/// whose run is dead; the statement returns what it won, with each record's key. Sorted, so
+/// that concurrent claims of overlapping messages lock them in one order and never deadlock.
+///
+/// A take-over judges the holders first, from their locked rows (`JUDGE_HOLDERS`), and records
+/// the dead ones `lost` in this transaction: a run judged dead cannot confirm itself alive
+/// before this commits, and afterwards learns it was taken over. (Runs rows are locked before
+/// message rows, as a run's own transactions lock them: its heartbeat comes first.)
+pub(super) async fn claim(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    claims: &[Claim],
+    lock_wait: Duration,
+) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dead = dead_holders(transaction, statements, campaign, run, claims).await?;
+    let all_fingerprints: Vec<Uuid> = claims
+        .iter()
+        .map(|c| uuid_of(c.identity.fingerprint))
+        .collect();
+    let all_occurrences: Vec<i32> = claims.iter().map(|c| occurrence_of(c.identity)).collect();
+    let all_take_over: Vec<bool> = claims.iter().map(|c| c.take_over).collect();
+    // A new message another run is inserting now (a run frozen inside its claim) is not waited
+    // for long: the claim is then split around it (`Writer::claim_around_busy_rows`). Set with
+    // the next statement, in one go (it only matters to the claim's own, which follows).
+    let lock_timeout = format!("SET LOCAL lock_timeout = '{}ms'", lock_wait.as_millis());
+    // (claimable, locked) of each recorded message; the others are new.
+    let ((), claimable) = futures::future::try_join(
+        transaction.batch_execute(&lock_timeout),
+        transaction.query(
+            &statements.lock_claimable,
+            &[
+                &campaign,
+                &all_fingerprints,
+                &all_occurrences,
+                &run,
+                &all_take_over,
+                &dead,
+            ],
+        ),
+    )
+    .await?;
+    let recorded: HashMap<(Uuid, i32), (bool, bool)> = claimable
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
+        .collect();
+    let position = |claim: &Claim| {
+        (
+            uuid_of(claim.identity.fingerprint),
+            occurrence_of(claim.identity),
+        )
+    };
+    // Claimable, but held by another transaction now: reported held by another run.
+    let busy: HashSet<(Uuid, i32)> = recorded
+        .iter()
+        .filter(|(_, (claimable, locked))| *claimable && !*locked)
+        .map(|(position, _)| *position)
+        .collect();
+    // New messages, and recorded ones this run locked: nothing else is touched.
+    let free: Vec<&Claim> = claims
+        .iter()
+        .filter(|claim| {
+            recorded
+                .get(&position(claim))
+                .is_none_or(|(_, locked)| *locked)
+        })
+        .collect();
+    let fingerprints: Vec<Uuid> = free
+        .iter()
+        .map(|c| uuid_of(c.identity.fingerprint))
+        .collect();
+    let occurrences: Vec<i32> = free.iter().map(|c| occurrence_of(c.identity)).collect();
+    let keys: Vec<&str> = free.iter().map(|c| c.key.as_str()).collect();
+    let take_over: Vec<bool> = free.iter().map(|c| c.take_over).collect();
+    let won_rows = transaction
+        .query(
+            &statements.claim,
+            &[
+                &campaign,
+                &run,
+                &fingerprints,
+                &occurrences,
+                &keys,
+                &take_over,
+                &dead,
+            ],
+        )
+        .await?;
+    let mut won: HashMap<(Uuid, i32), Option<String>> = won_rows
+        .iter()
+        .map(|row| {
+            (
+                (row.get::<_, Uuid>(0), row.get::<_, i32>(1)),
+                row.get::<_, Option<String>>(2),
+            )
+        })
+        .collect();
+    let lost: Vec<Identity> = claims
+        .iter()
+        .map(|c| c.identity)
+        .filter(|i| !won.contains_key(&(uuid_of(i.fingerprint), occurrence_of(*i))))
+        .collect();
+    let mut records: HashMap<Identity, Row> = lookup(transaction, statements, campaign, run, &lost)
+        .await?
+        .into_iter()
+        .map(|row| (row.identity, row))
+        .collect();
+    Ok(claims
+        .iter()
+        .map(|claim| {
+            let position = position(claim);
+            match won.remove(&position) {
+                // A record always has a key once claimed; the claim's own is a fallback only.
+                Some(key) => Claimed::Won {
+                    key: key.unwrap_or_else(|| claim.key.clone()),
+                },
+                // A record that vanished meanwhile cannot be (records are never deleted): it
+                // is reported as held elsewhere, the safe reading; so is one another
+                // transaction holds now.
+                None => {
+                    let mut row = records.remove(&claim.identity).unwrap_or_else(|| {
+                        let mut row = Row::new(claim.identity, State::Dispatched, None);
+                        row.held_elsewhere = true;
+                        row
+                    });
+                    if busy.contains(&position) {
+                        row.held_elsewhere = true;
+                        row.holder_settling = false;
+                    }
+                    Claimed::Lost(row)
+                }
+            }
+        })
+        .collect())
+}
+
+/// The runs holding the messages of take-over claims that are dead, judged from their locked
+/// rows and recorded `lost`.
+async fn dead_holders(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    claims: &[Claim],
+) -> std::result::Result<Vec<Uuid>, tokio_postgres::Error> {
+    let (fingerprints, occurrences): (Vec<Uuid>, Vec<i32>) = claims
+        .iter()
+        .filter(|claim| claim.take_over)
+        .map(|claim| {
+            (
+                uuid_of(claim.identity.fingerprint),
+                occurrence_of(claim.identity),
+            )
+        })
+        .unzip();
+    if fingerprints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = transaction
+        .query(
+            &statements.holders,
+            &[&campaign, &fingerprints, &occurrences, &run],
+        )
+        .await?;
+    // A run whose record is gone (deleted by a person tidying the table) is gone too.
+    let mut dead: Vec<Uuid> = found
+        .iter()
+        .filter(|row| !row.get::<_, bool>(1))
+        .map(|row| row.get(0))
+        .collect();
+    let recorded: Vec<Uuid> = found
+        .iter()
+        .filter(|row| row.get::<_, bool>(1))
+        .map(|row| row.get(0))
+        .collect();
+    if recorded.is_empty() {
+        return Ok(dead);
+    }
+    let judged: Vec<Uuid> = transaction
+        .query(&statements.judge_holders, &[&recorded])
+        .await?
+        .iter()
+        .filter(|row| !row.get::<_, Option<bool>>(1).unwrap_or(false))
+        .map(|row| row.get(0))
+        .collect();
+    if !judged.is_empty() {
+        transaction
+            .execute(&statements.mark_lost, &[&judged])
+            .await?;
+    }
+    dead.extend(judged);
+    Ok(dead)
+}
+
+/// Writes the records of messages this run holds (the last write of each message in the
+/// batch: it supersedes the earlier ones), never losing a result or a doubt. Returns how many
+/// of the messages this run claimed (`Row::claimed`) another run holds now: this run was
+/// taken over, and the caller stops it.
+pub(super) async fn write(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    rows: Vec<Row>,
+) -> std::result::Result<usize, tokio_postgres::Error> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut last: HashMap<Identity, Row> = HashMap::with_capacity(rows.len());
+    for row in rows {
+        last.insert(row.identity, row);
+    }
+    let rows: Vec<Row> = last.into_values().collect();
+    let fingerprints: Vec<Uuid> = rows
+        .iter()
+        .map(|r| uuid_of(r.identity.fingerprint))
+        .collect();
+    let occurrences: Vec<i32> = rows.iter().map(|r| occurrence_of(r.identity)).collect();
+    let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
+    let keys: Vec<Option<&str>> = rows.iter().map(|r| r.key.as_deref()).collect();
+    let sms_ids: Vec<Option<&str>> = rows.iter().map(|r| r.sms_id.as_deref()).collect();
+    let codes: Vec<Option<&str>> = rows.iter().map(|r| r.code.as_deref()).collect();
+    let msgs: Vec<Option<&str>> = rows.iter().map(|r| r.msg.as_deref()).collect();
+    let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
+    // Locked first in one order (the claims' order), so that a claim of the same messages by
+    // another run, sorted too, cannot hold one of them while waiting for another this holds.
+    // The UPDATE's join would lock them in the order of its plan. The lock also tells who
+    // holds each: a row this run claimed and another holds is never written, and not silently.
+    let holders: HashMap<(Uuid, i32), Option<Uuid>> = transaction
+        .query(
+            &statements.lock_rows,
+            &[&campaign, &fingerprints, &occurrences],
+        )
+        .await?
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+        .collect();
+    let lost = rows
+        .iter()
+        .filter(|row| row.claimed)
+        .filter(|row| {
+            let position = (
+                uuid_of(row.identity.fingerprint),
+                occurrence_of(row.identity),
+            );
+            holders
+                .get(&position)
+                .is_some_and(|holder| *holder != Some(run))
+        })
+        .count();
+    let parameters: [&(dyn ToSql + Sync); 10] = [
+        &campaign,
+        &run,
+        &fingerprints,
+        &occurrences,
+        &states,
+        &keys,
+        &sms_ids,
+        &codes,
+        &msgs,
+        &clears,
+    ];
+    transaction
+        .execute(&statements.write_rows, &parameters)
+        .await?;
+    Ok(lost)
+}

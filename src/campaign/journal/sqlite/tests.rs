@@ -1,0 +1,119 @@
+//! The SQLite journal's own tests: what only it does (its WAL switch when runs open one new file
+//! at once, its earlier formats, one campaign per file). What both stores do is the contract
+//! (`contract.rs`), whose helpers these use too.
+
+#![allow(clippy::unwrap_used)]
+
+use rusqlite::{params, Connection};
+
+use super::SqliteJournal;
+use crate::campaign::journal::contract::{claims, fresh_dir, LEASE};
+use crate::campaign::journal::{Identity, JournalStore, State};
+use crate::campaign::message::{Fingerprint, FingerprintKind};
+use crate::error::Result;
+
+#[test]
+fn runs_opening_one_new_journal_at_once_all_open_it() {
+    // Switching a new file to WAL takes an exclusive lock that SQLite's busy timeout does
+    // not wait for: the runs that lost the race failed with "database is locked".
+    for _ in 0..20 {
+        let path = fresh_dir().join("campaign.db");
+        let opened: Vec<Result<SqliteJournal>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..6)
+                .map(|_| scope.spawn(|| SqliteJournal::open(&path, Some("c"), LEASE)))
+                .collect();
+            runs.into_iter().map(|run| run.join().unwrap()).collect()
+        });
+        for journal in opened {
+            journal.unwrap();
+        }
+    }
+}
+
+/// A journal file is one campaign's: it keeps the id it was made with, a run that gives none
+/// runs that campaign, and a run of another campaign is refused (a PostgreSQL database holds
+/// any number: `postgres/tests.rs`).
+#[tokio::test]
+async fn a_journal_keeps_its_campaign_id_and_refuses_another() {
+    let dir = fresh_dir();
+    let path = dir.join("campaign.db");
+    let first = SqliteJournal::open(&path, Some("spring"), LEASE).unwrap();
+    assert!(first
+        .claim(claims(0..2, "k", false))
+        .await
+        .unwrap()
+        .iter()
+        .all(|c| c.is_won()));
+    let second = SqliteJournal::open(&path, None, LEASE).unwrap();
+    assert_eq!(second.campaign_id(), "spring");
+    drop(first);
+    drop(second);
+    let refused = SqliteJournal::open(&path, Some("summer"), LEASE)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("belongs to campaign \"spring\""),
+        "{refused}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_format_1_journal_is_moved_to_identities_keeping_keys_and_doubt() {
+    let dir = fresh_dir();
+    let path = dir.join("old.db");
+    {
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "CREATE TABLE bizmsg_campaign (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT INTO bizmsg_campaign VALUES ('schema', '1'), ('campaign_id', 'old');
+                 CREATE TABLE bizmsg_messages (idx INTEGER PRIMARY KEY, fingerprint TEXT,
+                     idempotency_key TEXT, state TEXT NOT NULL, sms_id TEXT, code TEXT,
+                     msg TEXT, updated_at REAL NOT NULL);",
+            )
+            .unwrap();
+        let fingerprint = Fingerprint(7).to_hex();
+        for (idx, state) in [(0, "sent"), (3, "dispatched"), (5, "skipped")] {
+            connection
+                .execute(
+                    "INSERT INTO bizmsg_messages VALUES (?1, ?2, ?3, ?4, NULL, NULL, NULL, 0)",
+                    params![idx, fingerprint, format!("old-{idx}"), state],
+                )
+                .unwrap();
+        }
+    }
+    let journal = SqliteJournal::open(&path, None, LEASE).unwrap();
+    assert_eq!(journal.campaign_id(), "old");
+    // Made before fingerprints were SHA-256: its messages stay known by xxh3.
+    assert_eq!(journal.fingerprints(), FingerprintKind::Xxh3);
+    let fresh = SqliteJournal::open(&dir.join("new.db"), None, LEASE).unwrap();
+    assert_eq!(fresh.fingerprints(), FingerprintKind::Sha256);
+    drop(fresh);
+    let rows = journal
+        .lookup(
+            (0..3)
+                .map(|occurrence| Identity {
+                    fingerprint: Fingerprint(7),
+                    occurrence,
+                })
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let seen: Vec<(State, Option<&str>, bool)> = rows
+        .iter()
+        .map(|row| (row.state, row.key.as_deref(), row.held_elsewhere))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (State::Sent, Some("old-0"), false),
+            (State::Dispatched, Some("old-3"), false),
+            (State::Skipped, Some("old-5"), false),
+        ]
+    );
+    drop(journal);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
