@@ -121,11 +121,26 @@ impl Store {
         }
     }
 
-    /// Makes every run recorded running look silent for `seconds`, as a frozen process is.
+    /// Makes every run recorded running look silent for `seconds`, as a frozen process is:
+    /// its heartbeat aged, and kept so (a trigger undoes its later beats: the run's writer,
+    /// not really frozen, beats every half second, `fence::heartbeat_every`, and a beat landing
+    /// before the test's next step made it alive again, in 4 runs of 14).
     async fn age_heartbeats(&self, seconds: f64) {
         match self {
             Store::Sqlite(path) => {
                 let connection = rusqlite::Connection::open(path).unwrap();
+                let ids: Vec<String> = connection
+                    .prepare("SELECT id FROM bizmsg_runs WHERE state = 'running'")
+                    .unwrap()
+                    .query_map([], |row| row.get(0))
+                    .unwrap()
+                    .collect::<rusqlite::Result<_>>()
+                    .unwrap();
+                let listed = ids
+                    .iter()
+                    .map(|id| format!("'{id}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 connection
                     .execute(
                         "UPDATE bizmsg_runs SET heartbeat_at = heartbeat_at - ?1 \
@@ -133,15 +148,48 @@ impl Store {
                         [seconds],
                     )
                     .unwrap();
+                connection
+                    .execute_batch(&format!(
+                        "CREATE TRIGGER IF NOT EXISTS frozen_{n} AFTER UPDATE OF heartbeat_at \
+                         ON bizmsg_runs WHEN NEW.id IN ({listed}) BEGIN \
+                         UPDATE bizmsg_runs SET heartbeat_at = OLD.heartbeat_at \
+                         WHERE id = NEW.id; END;",
+                        n = ids.len(),
+                    ))
+                    .unwrap();
             }
             Store::Postgres(server) => {
-                connect(&server.url)
+                let client = connect(&server.url).await;
+                let ids: Vec<uuid::Uuid> = client
+                    .query("SELECT id FROM bizmsg.runs WHERE state = 'running'", &[])
                     .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let listed = ids
+                    .iter()
+                    .map(|id| format!("'{id}'::uuid"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                client
                     .execute(
                         "UPDATE bizmsg.runs SET heartbeat_at = heartbeat_at \
                          - make_interval(secs => $1) WHERE state = 'running'",
                         &[&seconds],
                     )
+                    .await
+                    .unwrap();
+                client
+                    .batch_execute(&format!(
+                        "CREATE OR REPLACE FUNCTION bizmsg.test_frozen() RETURNS trigger \
+                         LANGUAGE plpgsql AS $$ BEGIN \
+                         NEW.heartbeat_at := OLD.heartbeat_at; RETURN NEW; END $$; \
+                         DROP TRIGGER IF EXISTS frozen ON bizmsg.runs; \
+                         CREATE TRIGGER frozen BEFORE UPDATE OF heartbeat_at ON bizmsg.runs \
+                         FOR EACH ROW WHEN (OLD.id IN ({listed})) \
+                         EXECUTE FUNCTION bizmsg.test_frozen();"
+                    ))
                     .await
                     .unwrap();
             }
@@ -409,11 +457,9 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
             .iter()
             .all(Claimed::is_won));
         assert_eq!(first.fence().check(), Ok(()), "{name}");
-        let second = store.open("contract", LEASE).await;
-        // Frozen past its own lease and the margin: aged just before the take-over, since the
-        // run's writer, not really frozen, beats every half second (`fence::heartbeat_every`)
-        // and a beat that lands between the two makes it alive again.
+        // Frozen past its own lease and the margin.
         store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
+        let second = store.open("contract", LEASE).await;
         let taken = second.claim(claims(0..2, "b", true)).await.unwrap();
         assert_eq!(
             taken,
