@@ -257,6 +257,21 @@ def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
     assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.stop_reason"]
 
 
+def test_seconds_waited_for_pacing_slots(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    from bizmsg import _native
+
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(5)]
+    before = _native.seconds_waited_to_send()
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages, rate_limit=10, concurrency=1)
+    assert result.counts["sent"] == 5
+    # A total since the process started, read when collected: 4 waits of about 0.1 s here.
+    [point] = otel.metrics()["bizmsg.pacing.wait"]
+    assert 0.3 <= point.value - before < 5
+
+
 def _send_records(caplog: pytest.LogCaptureFixture) -> list[Any]:
     return [r for r in caplog.records
             if r.name == "bizmsg" and getattr(r, "path", None) == "/v1/chat/messages/send"]
@@ -332,6 +347,7 @@ def test_uninstrument_stops_everything(sandbox: Sandbox, client: bizmsg.Client,
     assert [s.name for s in telemetry.spans()] == ["request"]
     assert all("traceparent" not in r["headers"] for r in sandbox.requests())
     assert "bizmsg.messages" not in telemetry.metrics()
+    assert not telemetry.metrics().get("bizmsg.pacing.wait")
 
 
 def test_no_token_and_no_whole_number_in_any_attribute_or_event(

@@ -94,9 +94,11 @@ class BizmsgInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             setattr(cls, method, wrap(telemetry, getattr(cls, method), name))
         BizmsgInstrumentor._originals = originals
         _logs.install(kwargs.get("tracer_provider"))
+        _telemetry.observing = True
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _logs.uninstall()
+        _telemetry.observing = False
         for cls, method, plain in reversed(BizmsgInstrumentor._originals):
             if plain is None:
                 delattr(cls, method)
