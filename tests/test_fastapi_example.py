@@ -1,5 +1,6 @@
 """examples/fastapi_app.py against the sandbox, through FastAPI's TestClient: each outcome of a
-send maps to its HTTP answer, and one AsyncClient serves the app's whole lifetime."""
+send maps to its HTTP answer, one AsyncClient serves the app's whole lifetime, and with tracing
+on, bizmsg's spans are under the request's span and its traceparent reaches the service."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from bizmsg.testing import Sandbox  # noqa: E402
 EXAMPLE = Path(__file__).parent.parent / "examples" / "fastapi_app.py"
 
 
-def load_example(path: Path) -> ModuleType:
-    name = f"bizmsg_example_{path.stem}"
+def load_example(path: Path, copy: str = "") -> ModuleType:
+    name = f"bizmsg_example_{path.stem}{copy}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -211,3 +212,60 @@ def test_startup_fails_without_configuration(example: ModuleType,
     with pytest.raises(bizmsg.ConfigurationError, match="BIZMSG_TOKEN"):
         with TestClient(example.app):
             pass
+
+
+def test_a_traced_request_has_bizmsgs_spans_under_it(sandbox: Sandbox,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     notification: dict[str, Any]) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="tracing needs opentelemetry-sdk")
+    pytest.importorskip("opentelemetry.instrumentation.fastapi",
+                        reason="tracing needs opentelemetry-instrumentation-fastapi")
+    from fastapi.testclient import TestClient
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from bizmsg.instrumentation import BizmsgInstrumentor
+
+    # A copy of its own: FastAPI's instrumentation must come before the app's first request.
+    example = load_example(EXAMPLE, copy="_traced")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    example.trace_requests(tracer_provider=provider)
+    monkeypatch.setenv("BIZMSG_TOKEN", sandbox.token)
+    monkeypatch.setenv("BIZMSG_BASE_URL", sandbox.base_url)
+    try:
+        with TestClient(example.app) as http:
+            assert http.post("/notifications", json=notification).status_code == 200
+    finally:
+        BizmsgInstrumentor().uninstrument()
+        FastAPIInstrumentor.uninstrument_app(example.app)
+
+    spans = list(exporter.get_finished_spans())
+    by_id = {s.context.span_id: s for s in spans}
+
+    def ancestors(span: Any) -> list[Any]:
+        found = []
+        while span.parent is not None and span.parent.span_id in by_id:
+            span = by_id[span.parent.span_id]
+            found.append(span)
+        return found
+
+    [request] = [s for s in spans if s.kind == SpanKind.SERVER]
+    assert request.name == "POST /notifications"
+    [send] = [s for s in spans if s.name == "send"]
+    [attempt] = [s for s in spans if s.name == "POST /v1/chat/messages/send"]
+    assert send.kind == SpanKind.PRODUCER and attempt.kind == SpanKind.CLIENT
+    assert request in ancestors(send)
+    assert ancestors(attempt)[:1] == [send] and request in ancestors(attempt)
+    assert {s.context.trace_id for s in (request, send, attempt)} == {request.context.trace_id}
+
+    # The service received the trace: the traceparent names the send span of that trace.
+    [received] = sandbox.sent_messages()
+    trace_id, flags = f"{request.context.trace_id:032x}", f"{send.context.trace_flags:02x}"
+    assert send.context.trace_flags.sampled
+    span_id = f"{send.context.span_id:016x}"
+    assert received["headers"]["traceparent"] == f"00-{trace_id}-{span_id}-{flags}"

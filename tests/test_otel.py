@@ -257,6 +257,81 @@ def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
     assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.stop_reason"]
 
 
+def test_seconds_waited_for_pacing_slots(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    from bizmsg import _native
+
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(5)]
+    before = _native.seconds_waited_to_send()
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages, rate_limit=10, concurrency=1)
+    assert result.counts["sent"] == 5
+    # A total since the process started, read when collected: 4 waits of about 0.1 s here.
+    [point] = otel.metrics()["bizmsg.pacing.wait"]
+    assert 0.3 <= point.value - before < 5
+
+
+def _send_records(caplog: pytest.LogCaptureFixture) -> list[Any]:
+    return [r for r in caplog.records
+            if r.name == "bizmsg" and getattr(r, "path", None) == "/v1/chat/messages/send"]
+
+
+def test_a_sync_calls_log_records_carry_its_trace_ids(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, sandbox: Sandbox, sender: Number
+) -> None:
+    sandbox.inject("send", status=429, headers={"Retry-After": "0"})
+    with sandbox.client(max_retries=2) as client:
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    records = _send_records(bizmsg_logs)
+    # The two attempts (DEBUG) and the scheduled retry (WARNING), logged on the caller's thread.
+    assert sorted(r.levelname for r in records) == ["DEBUG", "DEBUG", "WARNING"]
+    service = otel.tracer_provider.resource.attributes["service.name"]
+    for record in records:
+        assert record.otelTraceID == f"{send.context.trace_id:032x}"
+        assert record.otelSpanID == f"{send.context.span_id:016x}"
+        assert record.otelTraceSampled is True
+        assert record.otelServiceName == service
+
+
+async def test_records_logged_on_the_runtimes_threads_carry_no_ids(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, aclient: bizmsg.AsyncClient,
+    sandbox: Sandbox, sender: Number
+) -> None:
+    # An async call's requests run on tokio's threads, which see no Python context: the
+    # records get the "no span" values the logging instrumentation would give them.
+    await aclient.messages.send_template(
+        to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    with sandbox.client() as client:
+        client.messages.send_many(
+            [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)],
+            campaign_id="otel-logs")
+    campaign = [r for r in bizmsg_logs.records
+                if r.name == "bizmsg" and getattr(r, "campaign_id", None) == "otel-logs"]
+    records = _send_records(bizmsg_logs) + campaign
+    assert len(records) >= 4  # two attempts, the campaign's start and end
+    for record in records:
+        assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == (
+            "0", "0", False)
+
+
+def test_uninstrument_takes_the_ids_off_the_records(
+    bizmsg_logs: pytest.LogCaptureFixture, client: bizmsg.Client, sender: Number
+) -> None:
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
+    instrumentor.uninstrument()
+    with telemetry.tracer.start_as_current_span("request"):
+        client.messages.send_template(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [record] = _send_records(bizmsg_logs)
+    assert not hasattr(record, "otelTraceID")
+
+
 def test_uninstrument_stops_everything(sandbox: Sandbox, client: bizmsg.Client,
                                        sender: Number) -> None:
     telemetry = Otel()
@@ -272,6 +347,7 @@ def test_uninstrument_stops_everything(sandbox: Sandbox, client: bizmsg.Client,
     assert [s.name for s in telemetry.spans()] == ["request"]
     assert all("traceparent" not in r["headers"] for r in sandbox.requests())
     assert "bizmsg.messages" not in telemetry.metrics()
+    assert not telemetry.metrics().get("bizmsg.pacing.wait")
 
 
 def test_no_token_and_no_whole_number_in_any_attribute_or_event(

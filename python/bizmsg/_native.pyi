@@ -332,6 +332,9 @@ def has_next_page(*, current: int, size: int, items: int, pages: int | None,
 def mask_phone(value: str) -> str:
     """A phone number as logs and spans show it: ``8613800000000`` -> ``8613****0000``."""
 
+def seconds_waited_to_send() -> float:
+    """Seconds this process's sends have waited for their pacing slots and pauses, in total."""
+
 def is_success_code(code: object, success_codes: list[str]) -> bool:
     """Whether ``code`` is one of ``success_codes``, compared as text."""
 

@@ -187,7 +187,10 @@ impl Client {
             sender: facts.pace.map(|pace| (from, pace)),
             campaign: None,
         };
-        limits.admit(slot, deadline).await?;
+        let waiting = crate::limits::Waiting::start();
+        let admitted = limits.admit(slot, deadline).await;
+        drop(waiting);
+        admitted?;
         Ok(facts.account.zip(facts.limit))
     }
 

@@ -338,7 +338,10 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
-        if let Err(error) = limits.admit(slot, None).await {
+        let waiting = crate::limits::Waiting::start();
+        let admitted = limits.admit(slot, None).await;
+        drop(waiting);
+        if let Err(error) = admitted {
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
         }

@@ -15,6 +15,7 @@ mod local;
 mod paces;
 mod redis;
 mod timeline;
+mod waited;
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,7 @@ pub use gate::Gate;
 pub use local::LocalLimits;
 pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
+pub use waited::{total_seconds as seconds_waited, Waiting};
 
 // Where the journal names a store's URL; redaction itself is `masking.rs`'s.
 pub use crate::masking::redact_url;

@@ -46,6 +46,13 @@ fn mask_phone(value: &str) -> String {
     crate::masking::mask_phone(value)
 }
 
+/// Seconds this process's sends have waited for their pacing slots and pauses, in total
+/// (`crate::limits::seconds_waited`): the instrumentation's `bizmsg.pacing.wait`.
+#[pyfunction]
+fn seconds_waited_to_send() -> f64 {
+    crate::limits::seconds_waited()
+}
+
 /// `SendResult.ok` for a result built in Python: the same rule as for a received one.
 #[pyfunction]
 fn is_success_code(code: &Bound<'_, PyAny>, success_codes: Vec<String>) -> bool {
@@ -105,6 +112,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(has_next_page, module)?)?;
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_function(wrap_pyfunction!(mask_phone, module)?)?;
+    module.add_function(wrap_pyfunction!(seconds_waited_to_send, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

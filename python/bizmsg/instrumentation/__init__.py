@@ -2,8 +2,8 @@
 ``opentelemetry-instrument``, which finds it under the ``opentelemetry_instrumentor`` entry
 point) gives every send, listing and campaign a span, with one CLIENT span per HTTP attempt
 under it timed in Rust; injects the current trace context into every request; and records
-``http.client.request.duration`` and bizmsg's own metrics. docs/observability.md has the spans,
-metrics and attributes.
+``http.client.request.duration`` and bizmsg's own metrics; and puts the trace and span ids on
+its log records (``_logs.py``). docs/observability.md has the spans, metrics and attributes.
 
 Needs ``pip install bizmsg[otel]``. ``import bizmsg`` never imports this module, and until
 ``instrument()`` nothing of it runs: it replaces the methods of the resource classes with traced
@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from .._resources import listings, messages
-from . import _calls, _campaigns, _telemetry
+from . import _calls, _campaigns, _logs, _telemetry
 
 __all__ = ["BizmsgInstrumentor"]
 
@@ -93,8 +93,12 @@ class BizmsgInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             originals.append((cls, method, plain))
             setattr(cls, method, wrap(telemetry, getattr(cls, method), name))
         BizmsgInstrumentor._originals = originals
+        _logs.install(kwargs.get("tracer_provider"))
+        _telemetry.observing = True
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        _logs.uninstall()
+        _telemetry.observing = False
         for cls, method, plain in reversed(BizmsgInstrumentor._originals):
             if plain is None:
                 delattr(cls, method)

@@ -3,10 +3,13 @@ per ``instrument()`` from the providers it was given (or the global ones)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
+
+from .. import _native
 
 #: ``http.client.request.duration``'s bucket boundaries, as the HTTP semantic conventions
 #: advise them (seconds).
@@ -14,6 +17,17 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 
                     7.5, 10.0)
 
 SCOPE = "bizmsg.instrumentation"
+
+#: Whether ``bizmsg.pacing.wait`` is reported: an observable instrument cannot be taken back
+#: from its meter, so after ``uninstrument()`` its callback reports nothing.
+observing = False
+
+
+def _pacing_wait(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    # A total kept in Rust, read at each collection: no work per message in Python.
+    if not observing:
+        return []
+    return [metrics.Observation(_native.seconds_waited_to_send())]
 
 
 @dataclass(frozen=True)
@@ -24,6 +38,7 @@ class Telemetry:
     retries: metrics.Counter
     throttled: metrics.Counter
     in_flight: metrics.UpDownCounter
+    pacing_wait: metrics.ObservableCounter
 
 
 def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
@@ -47,4 +62,8 @@ def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
         in_flight=meter.create_up_down_counter(
             "bizmsg.calls.in_flight", unit="{call}",
             description="Calls (sends, listings) and campaigns in progress."),
+        pacing_wait=meter.create_observable_counter(
+            "bizmsg.pacing.wait", callbacks=[_pacing_wait], unit="s",
+            description="Seconds this process's sends waited for their pacing slots and "
+                        "pauses, since the process started."),
     )
