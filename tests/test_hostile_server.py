@@ -587,7 +587,9 @@ def test_the_http2_transport_never_reads_an_http1_answer(
             assert caller.transport == "http2"
             error = (bizmsg.SendOutcomeUnknownError if op == "send"
                      else bizmsg.ConnectionBrokenError)
-            with pytest.raises(error, match="http2 error"):
+            # Read as an HTTP/2 protocol error, or, when the server's close wins the race
+            # with the client's next frame, a broken pipe: either way the answer is not read.
+            with pytest.raises(error, match="http2 error|broken pipe"):
                 caller.call(op)
         finally:
             caller.close()
