@@ -83,8 +83,33 @@ pub(super) async fn claim(
     claims: &[Claim],
     lock_wait: Duration,
 ) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
+    let locked = lock_claimable(transaction, statements, campaign, run, claims, lock_wait).await?;
+    claim_locked(transaction, statements, campaign, run, claims, locked).await
+}
+
+/// What a claim's first step found: the dead runs whose claims it may take over, and of each
+/// recorded message, whether it is claimable and whether this transaction locked it.
+pub(super) struct Locked {
+    dead: Vec<Uuid>,
+    recorded: HashMap<(Uuid, i32), (bool, bool)>,
+}
+
+/// A claim's first step (see `claim`): judges the holders of what it would take over, and locks
+/// the recorded messages it may claim. It changes no message: a caller may send it with the
+/// transaction's liveness check and claim (`claim_locked`) only if the run is still alive.
+pub(super) async fn lock_claimable(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    claims: &[Claim],
+    lock_wait: Duration,
+) -> std::result::Result<Locked, tokio_postgres::Error> {
     if claims.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Locked {
+            dead: Vec::new(),
+            recorded: HashMap::new(),
+        });
     }
     let dead = dead_holders(transaction, statements, campaign, run, claims).await?;
     let all_fingerprints: Vec<Uuid> = claims
@@ -117,6 +142,23 @@ pub(super) async fn claim(
         .iter()
         .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
         .collect();
+    Ok(Locked { dead, recorded })
+}
+
+/// A claim's second step: claims the new messages and those `lock_claimable` locked; the
+/// answer of each claim, in order.
+pub(super) async fn claim_locked(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    campaign: i64,
+    run: Uuid,
+    claims: &[Claim],
+    locked: Locked,
+) -> std::result::Result<Vec<Claimed>, tokio_postgres::Error> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Locked { dead, recorded } = locked;
     let position = |claim: &Claim| {
         (
             uuid_of(claim.identity.fingerprint),
@@ -299,12 +341,31 @@ pub(super) async fn write(
     // another run, sorted too, cannot hold one of them while waiting for another this holds.
     // The UPDATE's join would lock them in the order of its plan. The lock also tells who
     // holds each: a row this run claimed and another holds is never written, and not silently.
-    let holders: HashMap<(Uuid, i32), Option<Uuid>> = transaction
-        .query(
+    //
+    // The lock and the write are sent together (tokio-postgres pipelines statements polled
+    // at once; the server runs them in order): the write needs nothing the lock answers, so
+    // the lock costs no round trip of its own.
+    let parameters: [&(dyn ToSql + Sync); 10] = [
+        &campaign,
+        &run,
+        &fingerprints,
+        &occurrences,
+        &states,
+        &keys,
+        &sms_ids,
+        &codes,
+        &msgs,
+        &clears,
+    ];
+    let (locked, _) = futures::future::try_join(
+        transaction.query(
             &statements.lock_rows,
             &[&campaign, &fingerprints, &occurrences],
-        )
-        .await?
+        ),
+        transaction.execute(&statements.write_rows, &parameters),
+    )
+    .await?;
+    let holders: HashMap<(Uuid, i32), Option<Uuid>> = locked
         .iter()
         .map(|row| ((row.get(0), row.get(1)), row.get(2)))
         .collect();
@@ -321,20 +382,5 @@ pub(super) async fn write(
                 .is_some_and(|holder| *holder != Some(run))
         })
         .count();
-    let parameters: [&(dyn ToSql + Sync); 10] = [
-        &campaign,
-        &run,
-        &fingerprints,
-        &occurrences,
-        &states,
-        &keys,
-        &sms_ids,
-        &codes,
-        &msgs,
-        &clears,
-    ];
-    transaction
-        .execute(&statements.write_rows, &parameters)
-        .await?;
     Ok(lost)
 }

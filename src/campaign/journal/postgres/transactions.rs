@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::describe;
-use super::records::{claim, lookup, write};
+use super::records::{claim, claim_locked, lock_claimable, lookup, write};
 use super::session::pooled;
 use super::writer::{answer_only, taken_over, Command, Reply, Writer};
 use crate::campaign::journal::fence::stamp;
@@ -234,7 +234,30 @@ impl Writer {
                     .map(Some)
             }
         };
-        let ((), found) = futures::future::try_join(asynchronous, alive)
+        // A claim alone (every claim is: `run_segments`) sends its first step, which changes
+        // no message, with the liveness check: the fence costs the claim no round trip. It
+        // claims (`claim_locked`) only once the check found the run alive. Not a take-over,
+        // whose first step judges other runs and records the dead ones lost: that waits for
+        // the check, as before.
+        let lone_claim = match batch {
+            [Command::Claim { claims, .. }]
+                if !taken && !claims.iter().any(|claim| claim.take_over) =>
+            {
+                Some(claims)
+            }
+            _ => None,
+        };
+        let early = async {
+            match lone_claim {
+                Some(claims) => {
+                    lock_claimable(&transaction, statements, campaign, run, claims, lock_wait)
+                        .await
+                        .map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let ((), found, mut locked) = futures::future::try_join3(asynchronous, alive, early)
             .await
             .map_err(Attempt::of)?;
         if let Some(found) = found {
@@ -282,9 +305,16 @@ impl Writer {
                     )
                     .await
                     .map_err(Attempt::of)?;
-                    let claimed = claim(&transaction, statements, campaign, run, claims, lock_wait)
-                        .await
-                        .map_err(Attempt::of)?;
+                    let claimed = match locked.take() {
+                        Some(locked) => {
+                            claim_locked(&transaction, statements, campaign, run, claims, locked)
+                                .await
+                        }
+                        None => {
+                            claim(&transaction, statements, campaign, run, claims, lock_wait).await
+                        }
+                    }
+                    .map_err(Attempt::of)?;
                     answers.push(Answer::Claimed(claimed));
                 }
                 Command::Write { rows, .. } => {
