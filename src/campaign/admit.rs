@@ -16,7 +16,8 @@ use super::keys::KeySource;
 use super::message::{Fingerprint, FingerprintKind, FingerprintMap, Input, Prepared};
 use super::outcome::{Outcome, Status};
 use super::send::{in_doubt, Ready};
-use super::senders::{Account, SenderPolicy};
+use super::senders::SenderPolicy;
+use crate::api::Account;
 
 /// A message after the first step. (Not boxed: it lives only while its chunk is admitted, and
 /// a box per message would cost more than the unused room of the smaller variant.)

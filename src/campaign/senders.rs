@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::handle::Warning;
 use super::message::Prepared;
 // `admit.rs` names `Account` from here.
-pub(super) use crate::api::Account;
+use crate::api::Account;
 use crate::api::Directory;
 use crate::error::{Error, Result};
 use crate::limits::{LimitsStore, TierVerdict};

@@ -29,9 +29,6 @@ pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
 pub use waited::{total_seconds as seconds_waited, Waiting};
 
-// Where the journal names a store's URL; redaction itself is `masking.rs`'s.
-pub use crate::masking::redact_url;
-
 /// What a message must wait for before it goes.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Slot<'a> {

@@ -69,7 +69,7 @@ impl JournalTarget {
                     format!(
                         "{}: the scheme {scheme:?} is not a journal; use a file path or a \
                          postgresql:// URL",
-                        crate::limits::redact_url(journal)
+                        crate::masking::redact_url(journal)
                     ),
                 ));
             }

@@ -34,7 +34,7 @@ impl Target {
     /// `sslrootcert`, host name included: bizmsg does not skip the host check for
     /// `verify-ca`).
     pub(super) fn parse(url: &str) -> Result<Target> {
-        let name = crate::limits::redact_url(url);
+        let name = crate::masking::redact_url(url);
         let refuse = |why: String| Error::validation("journal", format!("{name}: {why}"));
         let mut parsed = url::Url::parse(url.trim())
             .ok()
