@@ -16,16 +16,16 @@ use super::campaign::{CampaignPlanner, CampaignRun};
 use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
+use super::event_loop::{blocks_the_loop, event_loop_running};
 use super::loop_handoff::awaitable;
 use super::pages::{NativePageStream, Stream};
+use super::replies::{page_reply, raw_page_reply, send_reply};
 use super::runtime::{wait, Reply, Waited};
-use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage, UnreadPage};
+use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage};
 use crate::campaign::{Directory, Planner};
-use crate::client::{
-    CallOptions, ClientConfig, Response, RetryObserver, TokenSource, TransportKind,
-};
+use crate::client::{CallOptions, ClientConfig, RetryObserver, TokenSource, TransportKind};
 use crate::error::Error;
-use crate::wire::{Page, SendRequest, SendResult};
+use crate::wire::SendRequest;
 use crate::{Client, Timeout};
 
 #[pyclass(frozen, module = "bizmsg._native")]
@@ -537,52 +537,6 @@ impl NativeClient {
     }
 }
 
-/// Whether a sync call made now, with a loop running on this thread, holds up work the loop
-/// has to do. Inside a Jupyter kernel (`bizmsg._notebook` loaded), not from the cell being run
-/// (the kernel's loop waits for it anyway): the client keeps its one warning for a call that
-/// does, from another task.
-fn blocks_the_loop(py: Python<'_>) -> bool {
-    let Ok(Some(notebook)) = py
-        .import(pyo3::intern!(py, "sys"))
-        .and_then(|sys| sys.getattr(pyo3::intern!(py, "modules")))
-        .and_then(|modules| {
-            modules
-                .get_item(pyo3::intern!(py, "bizmsg._notebook"))
-                .map(Some)
-        })
-        .or_else(|_| Ok::<_, PyErr>(None))
-    else {
-        return true;
-    };
-    notebook
-        .call_method0(pyo3::intern!(py, "sync_call_blocks_loop"))
-        .and_then(|blocks| blocks.extract::<bool>())
-        .unwrap_or(true)
-}
-
-/// Whether an asyncio loop runs on this thread. asyncio is only asked if some code imported it
-/// (a program that never did has no loop), so the check costs a dict lookup otherwise.
-fn event_loop_running(py: Python<'_>) -> bool {
-    static MODULES: pyo3::sync::PyOnceLock<Py<PyDict>> = pyo3::sync::PyOnceLock::new();
-    let modules = MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-        Ok(py
-            .import(pyo3::intern!(py, "sys"))?
-            .getattr(pyo3::intern!(py, "modules"))?
-            .cast_into::<PyDict>()?
-            .unbind())
-    });
-    let Ok(Some(events)) = modules.and_then(|modules| {
-        modules
-            .bind(py)
-            .get_item(pyo3::intern!(py, "asyncio.events"))
-    }) else {
-        return false;
-    };
-    events
-        .call_method0(pyo3::intern!(py, "_get_running_loop"))
-        .is_ok_and(|running| !running.is_none())
-}
-
 /// Adds `note` to an exception: `add_note` (Python 3.11+, shown in tracebacks), else the
 /// `__notes__` list it would have filled (3.10: visible to code, not in the traceback).
 fn note_on(py: Python<'_>, error: &PyErr, note: &str) {
@@ -596,59 +550,6 @@ fn observer(callable: Py<PyAny>) -> Arc<dyn RetryObserver> {
     Arc::new(PyRetryHook {
         callable: Arc::new(callable),
     })
-}
-
-fn send_reply(
-    py: Python<'_>,
-    result: crate::Result<Response<SendResult>>,
-    raw: bool,
-) -> PyResult<Py<PyAny>> {
-    let response = result.map_err(|e| to_py(py, e))?;
-    if raw {
-        return Ok(convert::json_to_py(py, response.value.wire.as_bytes())?.unbind());
-    }
-    Ok(convert::send_result(py, &response.value, Some(&response.meta))?.unbind())
-}
-
-fn page_reply<T: convert::PyItem>(
-    py: Python<'_>,
-    result: crate::Result<Response<Page<T>>>,
-    kind: PageKind,
-) -> PyResult<Py<PyAny>> {
-    let response = result.map_err(|e| to_py(py, e))?;
-    Ok(convert::page(py, &response.value, Some(&response.meta), kind)?.unbind())
-}
-
-/// `raw=True`: the body as the dict it was, built in one pass over it; the page envelope is
-/// then checked on that dict. (Checking the body first, as the typed listings read it, meant a
-/// second pass over every item's text.) A body that is not a page gets the error the typed
-/// reading reports, asked for only then.
-fn raw_page_reply(
-    py: Python<'_>,
-    result: crate::Result<Response<UnreadPage>>,
-) -> PyResult<Py<PyAny>> {
-    let response = result.map_err(|e| to_py(py, e))?;
-    let page = &response.value;
-    let built = convert::json_to_py(py, &page.body);
-    if let Ok(object) = &built {
-        if convert::is_page_envelope(object) {
-            return Ok(object.clone().unbind());
-        }
-    }
-    match (page.check(), built) {
-        (Err(error), _) => Err(to_py(py, error)),
-        // The check skips over items without reading them, so it passes a few bodies that
-        // cannot be built (text that is not UTF-8, an item nested too deep): jiter says why.
-        (Ok(_), Err(error)) => Err(error),
-        // Not reached: with the body built, both ask the same of the envelope.
-        (Ok(_), Ok(_)) => Err(to_py(
-            py,
-            Error::Decode {
-                message: format!("{} did not answer a page", page.source()),
-                snippet: crate::masking::truncate(&String::from_utf8_lossy(&page.body), 200),
-            },
-        )),
-    }
 }
 
 /// The arguments of `send` and `send_async`, gathered for `send_args`.
