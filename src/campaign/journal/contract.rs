@@ -121,10 +121,12 @@ impl Store {
         }
     }
 
-    /// Makes every run recorded running look silent for `seconds`, as a frozen process is:
-    /// its heartbeat aged, and kept so (a trigger undoes its later beats: the run's writer,
-    /// not really frozen, beats every half second, `fence::heartbeat_every`, and a beat landing
-    /// before the test's next step made it alive again, in 4 runs of 14).
+    /// Makes every run recorded running look silent for `seconds`, as a frozen process is.
+    /// The run's writer is not really frozen: it beats every half second
+    /// (`fence::heartbeat_every`), and a beat landing between the aging and the test's next
+    /// step made it alive again (4 runs in 14, then once in CI with the trigger made after the
+    /// aging). So a trigger made first keeps every later beat from moving the heartbeat
+    /// forward, and the aging, which moves it back, goes through.
     async fn age_heartbeats(&self, seconds: f64) {
         match self {
             Store::Sqlite(path) => {
@@ -142,20 +144,21 @@ impl Store {
                     .collect::<Vec<_>>()
                     .join(", ");
                 connection
+                    .execute_batch(&format!(
+                        "CREATE TRIGGER IF NOT EXISTS frozen_{n} AFTER UPDATE OF heartbeat_at \
+                         ON bizmsg_runs WHEN NEW.id IN ({listed}) \
+                         AND NEW.heartbeat_at > OLD.heartbeat_at BEGIN \
+                         UPDATE bizmsg_runs SET heartbeat_at = OLD.heartbeat_at \
+                         WHERE id = NEW.id; END;",
+                        n = ids.len(),
+                    ))
+                    .unwrap();
+                connection
                     .execute(
                         "UPDATE bizmsg_runs SET heartbeat_at = heartbeat_at - ?1 \
                          WHERE state = 'running'",
                         [seconds],
                     )
-                    .unwrap();
-                connection
-                    .execute_batch(&format!(
-                        "CREATE TRIGGER IF NOT EXISTS frozen_{n} AFTER UPDATE OF heartbeat_at \
-                         ON bizmsg_runs WHEN NEW.id IN ({listed}) BEGIN \
-                         UPDATE bizmsg_runs SET heartbeat_at = OLD.heartbeat_at \
-                         WHERE id = NEW.id; END;",
-                        n = ids.len(),
-                    ))
                     .unwrap();
             }
             Store::Postgres(server) => {
@@ -173,23 +176,24 @@ impl Store {
                     .collect::<Vec<_>>()
                     .join(", ");
                 client
-                    .execute(
-                        "UPDATE bizmsg.runs SET heartbeat_at = heartbeat_at \
-                         - make_interval(secs => $1) WHERE state = 'running'",
-                        &[&seconds],
-                    )
-                    .await
-                    .unwrap();
-                client
                     .batch_execute(&format!(
                         "CREATE OR REPLACE FUNCTION bizmsg.test_frozen() RETURNS trigger \
                          LANGUAGE plpgsql AS $$ BEGIN \
                          NEW.heartbeat_at := OLD.heartbeat_at; RETURN NEW; END $$; \
                          DROP TRIGGER IF EXISTS frozen ON bizmsg.runs; \
                          CREATE TRIGGER frozen BEFORE UPDATE OF heartbeat_at ON bizmsg.runs \
-                         FOR EACH ROW WHEN (OLD.id IN ({listed})) \
+                         FOR EACH ROW WHEN (OLD.id IN ({listed}) \
+                         AND NEW.heartbeat_at > OLD.heartbeat_at) \
                          EXECUTE FUNCTION bizmsg.test_frozen();"
                     ))
+                    .await
+                    .unwrap();
+                client
+                    .execute(
+                        "UPDATE bizmsg.runs SET heartbeat_at = heartbeat_at \
+                         - make_interval(secs => $1) WHERE state = 'running'",
+                        &[&seconds],
+                    )
                     .await
                     .unwrap();
             }
