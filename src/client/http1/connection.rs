@@ -1,7 +1,7 @@
 //! One direct HTTP/1.1 connection to the service: connecting (TCP, then TLS for `https://`),
 //! and request/response exchanges on it.
 //!
-//! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`codec.rs`): the request
+//! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`codec/`): the request
 //! goes out in one write, and a small answer usually comes in with one read, into a buffer the
 //! connection keeps. Nothing else polls the socket, so an answer wakes no other task and no
 //! other thread, and no per-request channel exists (hyper's client connection hands each

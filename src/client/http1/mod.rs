@@ -3,7 +3,7 @@
 //! connection in the caller's own task, which is what makes a call cost no thread hop and no
 //! extra task wake-up.
 //!
-//! - `codec.rs`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
+//! - `codec/`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
 //! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
 //! - `pool.rs`: the idle connections and which one a request takes, under what the transport
 //!   learned of the server's idle limit (`../idle_limit.rs`);

@@ -262,7 +262,7 @@ async fn send_http2(
     call.answered();
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
-    // Judged as the HTTP/1.1 transport judges them (`http1/codec.rs`): a status that is no
+    // Judged as the HTTP/1.1 transport judges them (`http1/codec/`): a status that is no
     // HTTP status (h2 carries any three digits), or a 101 no request asked for, is no answer.
     let status = parts.status.as_u16();
     if !(100..=599).contains(&status) || status == 101 {
