@@ -32,7 +32,7 @@ __all__ = ["attach", "shown", "sync_call_blocks_loop"]
 
 #: The start of the Rust client's blocked-loop warning (``warn_if_in_event_loop``).
 LOOP_WARNING = "a synchronous bizmsg call was made while an asyncio event loop is running"
-#: The start of a campaign's warnings (``campaign/engine.rs``).
+#: The start of a campaign's warnings (``campaign/engine/mod.rs``).
 CAMPAIGN_WARNING = "campaign: "
 
 _state: _Cells | None = None

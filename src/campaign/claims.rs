@@ -1,7 +1,7 @@
 //! The messages ready to send, in order, and their claims in the journal: a message leaves
 //! only once this run holds its claim (the front `marked` of the queue), claims are asked a
 //! batch ahead (`claim_size.rs` sizes the batch), and an answer that comes back after the
-//! queue was emptied by a stop is ignored. The engine (`engine.rs`) asks the journal and acts
+//! queue was emptied by a stop is ignored. The engine (`engine/`) asks the journal and acts
 //! on what it answers; this type keeps the queue's side of it.
 
 use std::collections::{HashMap, HashSet, VecDeque};

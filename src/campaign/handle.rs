@@ -1,7 +1,7 @@
 //! A campaign as its caller sees it: the options it is started with, the events it reports
 //! (input wanted, outcomes, warnings, the end), and the handle that feeds and stops it.
 //!
-//! The caller (a binding) and the engine (`engine.rs`) talk through two channels. The engine
+//! The caller (a binding) and the engine (`engine/`) talk through two channels. The engine
 //! asks for input (`Event::NeedInput`) when its queue runs low, and the caller feeds it a chunk
 //! it pulled from its iterable; the engine hands back outcomes in batches (`Event::Outcomes`).
 //! So the caller works once per chunk and once per batch, never per message, and the input is
@@ -241,7 +241,7 @@ pub struct Campaign<P> {
 }
 
 impl<P: Send + 'static> Campaign<P> {
-    /// The caller's side of an engine just spawned (`Campaign::start`, in `engine.rs`: the
+    /// The caller's side of an engine just spawned (`Campaign::start`, in `engine/`: the
     /// engine is what starts, and this file, which the engine's parts import for `Control` and
     /// `Warning`, must not import the engine).
     pub(super) fn new(

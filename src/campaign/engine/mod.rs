@@ -7,7 +7,9 @@
 //! Ctrl-C or a cancelled task stop taking messages; what was queued is reported skipped, and
 //! the sends in flight finish (or, when the caller abandons the campaign, end as unknown).
 
-use std::collections::HashMap;
+mod intake;
+mod records;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -18,24 +20,22 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use super::admit::{
-    held_elsewhere, still_in_doubt, Admission, Admitted, AfterLostClaim, Identified,
-};
+use super::admit::{held_elsewhere, still_in_doubt, Admission};
 use super::breaker::Breaker;
 use super::claims::Claims;
 use super::handle::{
     Campaign, Control, Event, Feed, Options, Stop, Summary, Warning, ABANDON, RUN, STOP,
 };
-use super::journal::{row_of, Claimed, Identity, JournalStore, Journaling, Row};
+use super::journal::{Claimed, JournalStore, Journaling};
 use super::keys::KeySource;
-use super::message::{FingerprintKind, Input};
+use super::message::FingerprintKind;
 use super::open_journal::open_journal;
 use super::outcome::Outcome;
 use super::report::{Run, Tally};
-use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
-use super::senders::{count_tiers, SenderPolicy};
+use super::send::{send_one, Context, Finished, Ready};
+use super::senders::SenderPolicy;
 use super::waiting::{self, Due, Waiting};
-use crate::api::{Account, Directory};
+use crate::api::Directory;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::limits::{Gate, LimitsStore, LocalLimits};
@@ -463,61 +463,6 @@ impl<P: Send + 'static> Engine<P> {
         }
     }
 
-    /// Records an outcome (journal, stop rules) and queues it for the caller.
-    fn record(&mut self, outcome: Outcome<P>, journaling: Journaling) -> Result<()> {
-        // The outcome is the caller's whatever happens to the journal; a failed write is
-        // reported after it is queued.
-        let written = self.journal_outcome(&outcome, journaling);
-        if self.stop_on_error && outcome.status.is_error() && self.stopped.is_none() {
-            let reason = outcome
-                .error
-                .as_ref()
-                .map_or_else(|| outcome.status.as_str().to_owned(), ToString::to_string);
-            self.stop(
-                Some(outcome.index),
-                &format!(
-                    "message #{} was {}: {reason}",
-                    outcome.index,
-                    outcome.status.as_str()
-                ),
-            );
-        }
-        self.buffer.push(outcome);
-        written
-    }
-
-    fn finish(&mut self, finished: Finished<P>) -> Result<()> {
-        let Finished {
-            outcome,
-            identity,
-            stop,
-            failure,
-            claims_lost,
-        } = finished;
-        if let Some(failure) = failure {
-            self.fail_limits(failure);
-        }
-        if let Some(lost) = claims_lost {
-            // Nothing more is sent: this message's record, and every other this run no longer
-            // holds, are left to the run that took them over (the journal still writes the
-            // results of those it holds).
-            self.fail(lost);
-        }
-        // The mark written before dispatch holds the fingerprint; the result keeps it.
-        let fatal = stop.or_else(|| outcome.error.as_ref().and_then(stops_the_campaign));
-        if let Some(reason) = fatal {
-            if self.stopped.is_none() {
-                self.stop(
-                    Some(outcome.index),
-                    &format!("message #{}: {reason}", outcome.index),
-                );
-            }
-        }
-        self.breaker.count(&outcome);
-        self.trip_breaker();
-        self.record(outcome, Journaling::Write(identity))
-    }
-
     /// Stops the campaign when the breaker trips, at the last message that could not reach
     /// the service.
     fn trip_breaker(&mut self) {
@@ -604,79 +549,6 @@ impl<P: Send + 'static> Engine<P> {
         }
     }
 
-    /// Items fed after the campaign stopped: each gets its outcome (failed when it is not a
-    /// valid message, else skipped), none is sent. Nothing goes into the journal: these were
-    /// never compared with what it holds, and a message without a row is sent by a re-run
-    /// anyway.
-    fn not_taken(&mut self, items: Vec<Input<P>>) {
-        let note = self.not_sent_note();
-        for item in items {
-            let outcome = match item.message {
-                Err(error) => Outcome::failed(item.index, item.payload, error),
-                Ok(_) => Outcome::skipped(item.index, item.payload, note.clone()),
-            };
-            self.buffer.push(outcome);
-        }
-    }
-
-    fn journal_outcome(&mut self, outcome: &Outcome<P>, journaling: Journaling) -> Result<()> {
-        let doubt_before = self.claims.forget_doubt(outcome.index);
-        let (identity, claimed) = match journaling {
-            Journaling::Write(identity) => (identity, true),
-            Journaling::WriteIfHeld(identity) => (identity, false),
-            Journaling::Skip => return Ok(()),
-        };
-        match &self.journal {
-            Some(journal) => journal.write(vec![row_of(outcome, identity, !doubt_before, claimed)]),
-            None => Ok(()),
-        }
-    }
-
-    /// Claims the next messages in the journal before they may be dispatched: what this run
-    /// wins is marked `dispatched` with its key, durably.
-    fn mark_ahead(&mut self) -> Option<Marking> {
-        let journal = self.journal.clone()?;
-        let (drained, claims) = self.claims.next_claims()?;
-        Some(Box::pin(async move {
-            let claimed = journal.claim(claims).await?;
-            Ok((drained, claimed))
-        }))
-    }
-
-    /// What the journal answered to the claims of `ready[marked..]`: the messages won are
-    /// marked; the others are taken out of the queue with the outcome their records give
-    /// (done, being sent by another run, in doubt), or queued again when it says they may go.
-    fn claimed(&mut self, drained: u64, claimed: Vec<Claimed>) {
-        let Some(answer) = self.claims.answer(drained, claimed) else {
-            // The queue was emptied meanwhile (a stop): these messages were reported already.
-            return;
-        };
-        for index in answer.won {
-            self.waiting.done(index);
-        }
-        let mut settled = Vec::new();
-        for (ready, row) in answer.lost {
-            match self.admission.after_lost_claim(ready, &row) {
-                AfterLostClaim::Settled(outcome) => settled.push(outcome),
-                AfterLostClaim::ClaimAgain { ready, in_doubt } => {
-                    if let Some(ready) = self.claims.claim_again(ready, in_doubt) {
-                        settled.push(held_elsewhere(ready));
-                    }
-                }
-                AfterLostClaim::ClaimLater(ready) => self.waiting.settle(ready),
-                AfterLostClaim::Held(ready) => {
-                    self.claims.forget_doubt(ready.index);
-                    self.wait_for_holder(ready);
-                }
-            }
-        }
-        for outcome in settled.into_iter().rev() {
-            self.claims.settled(outcome.index);
-            self.waiting.done(outcome.index);
-            self.buffer.push(outcome);
-        }
-    }
-
     fn dispatch(&mut self) {
         // An open breaker lets one message at a time go, a probe of the service, a few per
         // window.
@@ -693,166 +565,6 @@ impl<P: Send + 'static> Engine<P> {
             };
             let send = send_one(Arc::clone(&self.context), ready);
             self.inflight.push(Box::pin(send));
-        }
-    }
-
-    /// Takes a chunk of input: each item is admitted (an outcome at once, or queued to be
-    /// sent). Once the campaign stops (an error with `stop_on_error`, a journal failure), the
-    /// rest of the chunk is reported as not taken.
-    async fn accept(&mut self, items: Vec<Input<P>>) {
-        let identified: Vec<Identified<P>> = items
-            .into_iter()
-            .map(|item| self.admission.identify(item))
-            .collect();
-        let lookup = match &self.journal {
-            Some(journal) => {
-                let identities = identified
-                    .iter()
-                    .filter_map(|item| match item {
-                        Identified::Message { identity, .. } => Some(*identity),
-                        Identified::Decided(_) => None,
-                    })
-                    .collect();
-                journal.lookup(identities).await
-            }
-            None => Ok(Vec::new()),
-        };
-        let recorded: HashMap<Identity, Row> = match lookup {
-            Ok(rows) => rows.into_iter().map(|row| (row.identity, row)).collect(),
-            Err(error) => {
-                self.fail(error);
-                return self.not_identified(identified);
-            }
-        };
-        let mut items = identified.into_iter();
-        let mut warnings = Vec::new();
-        let mut sends = Vec::new();
-        while self.stopped.is_none() {
-            let Some(item) = items.next() else {
-                break;
-            };
-            let admitted = match item {
-                Identified::Decided(outcome) => Admitted::Decided {
-                    outcome,
-                    journaling: Journaling::Skip,
-                },
-                Identified::Message {
-                    index,
-                    payload,
-                    prepared,
-                    identity,
-                } => {
-                    let row = recorded.get(&identity);
-                    self.admission
-                        .admit(index, payload, prepared, identity, row, &mut warnings)
-                }
-            };
-            for warning in warnings.drain(..) {
-                self.warn(warning);
-            }
-            match admitted {
-                Admitted::Send {
-                    ready,
-                    in_doubt,
-                    tier,
-                } => sends.push((ready, in_doubt, tier)),
-                other => {
-                    if let Err(error) = self.admitted(other) {
-                        self.fail(error);
-                    }
-                }
-            }
-        }
-        let rest: Vec<Identified<P>> = items.collect();
-        let counted: Vec<(usize, u64, Arc<Account>)> = sends
-            .iter()
-            .enumerate()
-            .filter_map(|(position, (ready, _, tier))| {
-                let account = tier.as_ref()?;
-                Some((position, ready.prepared.recipient(), Arc::clone(account)))
-            })
-            .collect();
-        let refused = self.count_tiers(counted).await;
-        for (position, (ready, in_doubt, _)) in sends.into_iter().enumerate() {
-            if let Some(reason) = refused.get(&position) {
-                let outcome = Outcome::failed(
-                    ready.index,
-                    ready.payload,
-                    Error::validation("to", reason.clone()),
-                );
-                if let Err(error) = self.record(outcome, Journaling::Skip) {
-                    self.fail(error);
-                }
-                continue;
-            }
-            self.claims.queue(ready, in_doubt);
-        }
-        self.not_identified(rest);
-    }
-
-    /// [`Engine::not_taken`] for items identified already.
-    fn not_identified(&mut self, items: Vec<Identified<P>>) {
-        let note = self.not_sent_note();
-        for item in items {
-            let outcome = match item {
-                Identified::Decided(outcome) => outcome,
-                Identified::Message { index, payload, .. } => {
-                    Outcome::skipped(index, payload, note.clone())
-                }
-            };
-            self.buffer.push(outcome);
-        }
-    }
-
-    /// Counts the recipients of the messages about to be queued against their accounts' tiers
-    /// (`pace="auto"`), warns at 80 % and past a tier, and returns the positions (in `sends`)
-    /// of the messages that must not go: new recipients past a tier, when the limits are
-    /// shared and `enforce_tier` is on. A store that fails stops the campaign.
-    async fn count_tiers(
-        &mut self,
-        counted: Vec<(usize, u64, Arc<Account>)>,
-    ) -> HashMap<usize, String> {
-        let count = count_tiers(
-            self.context.limits.as_ref(),
-            self.admission.senders.as_mut(),
-            counted,
-            self.enforce_tier,
-        )
-        .await;
-        for warning in count.warnings {
-            self.warn(warning);
-        }
-        if let Some(error) = count.failure {
-            self.fail_limits(error);
-        }
-        count.refused
-    }
-
-    /// Acts on what admission decided for one message.
-    fn admitted(&mut self, admitted: Admitted<P>) -> Result<()> {
-        match admitted {
-            Admitted::Send {
-                ready, in_doubt, ..
-            } => {
-                self.claims.queue(ready, in_doubt);
-                Ok(())
-            }
-            Admitted::Recorded(outcome) => {
-                self.buffer.push(outcome);
-                Ok(())
-            }
-            Admitted::Later(ready) => {
-                self.waiting.settle(ready);
-                Ok(())
-            }
-            Admitted::Held(ready) => {
-                self.wait_for_holder(ready);
-                Ok(())
-            }
-            Admitted::Decided {
-                outcome,
-                journaling,
-            } => self.record(outcome, journaling),
         }
     }
 }
