@@ -25,6 +25,8 @@ use super::RedisLimits;
 use crate::limits::{LimitsStore, Slot};
 
 mod campaigns;
+mod connection;
+mod outages;
 mod store;
 
 const NAMESPACE: &str = "https://sandbox.test";
