@@ -23,6 +23,7 @@
 //! one contract (`contract.rs`, run against each). This file also maps outcomes to records and
 //! back.
 
+mod commands;
 #[cfg(test)]
 mod contract;
 mod fence;

@@ -39,17 +39,17 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use self::session::{backend_pid, pooled};
 use self::statements::{Statements, PLANS};
 pub use self::target::is_postgres_url;
 use self::target::Target;
-use self::writer::{Command, Writer};
+use self::writer::Writer;
+use super::commands::{Command, CommandedStore};
 use super::fence::stamp;
-use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row};
+use super::ClaimFence;
 use crate::campaign::message::FingerprintKind;
 use crate::client::tls_config;
 use crate::error::{Error, Result};
@@ -168,17 +168,9 @@ impl PostgresJournal {
             name,
         })
     }
-
-    fn send(&self, command: Command) -> Result<()> {
-        self.commands.send(command).map_err(|_| self.stopped())
-    }
-
-    fn stopped(&self) -> Error {
-        Error::SharedState(format!("journal {}: its connection has ended", self.name))
-    }
 }
 
-impl JournalStore for PostgresJournal {
+impl CommandedStore for PostgresJournal {
     fn campaign_id(&self) -> &str {
         &self.campaign_id
     }
@@ -191,45 +183,12 @@ impl JournalStore for PostgresJournal {
         self.fingerprints
     }
 
-    fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Lookup { identities, reply })?;
-            answer.await.map_err(|_| self.stopped())?
-        })
+    fn send(&self, command: Command) -> Result<()> {
+        self.commands.send(command).map_err(|_| self.stopped())
     }
 
-    fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Claim { claims, reply })?;
-            answer.await.map_err(|_| self.stopped())?
-        })
-    }
-
-    fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Write {
-                rows,
-                reply: Some(reply),
-            })?;
-            answer.await.map_err(|_| self.stopped())?
-        })
-    }
-
-    fn write(&self, rows: Vec<Row>) -> Result<()> {
-        self.send(Command::Write { rows, reply: None })
-    }
-
-    fn end(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            // A writer that has stopped already has closed its session.
-            if self.send(Command::End { reply }).is_ok() {
-                let _ = answer.await;
-            }
-        })
+    fn stopped(&self) -> Error {
+        Error::SharedState(format!("journal {}: its connection has ended", self.name))
     }
 }
 

@@ -13,26 +13,10 @@ use uuid::Uuid;
 use super::describe;
 use super::session::pooled;
 use super::statements::Statements;
+use crate::campaign::journal::commands::Command;
 use crate::campaign::journal::fence::{heartbeat_every, stamp, TAKE_OVER_AFTER};
-use crate::campaign::journal::{Claim, ClaimFence, Claimed, Identity, Row};
+use crate::campaign::journal::ClaimFence;
 use crate::error::{Error, Result};
-
-pub(super) enum Command {
-    Lookup {
-        identities: Vec<Identity>,
-        reply: oneshot::Sender<Result<Vec<Row>>>,
-    },
-    Claim {
-        claims: Vec<Claim>,
-        reply: oneshot::Sender<Result<Vec<Claimed>>>,
-    },
-    Write {
-        rows: Vec<Row>,
-        reply: Option<oneshot::Sender<Result<()>>>,
-    },
-    /// The run ends (after what was queued before): told once its session is closed.
-    End { reply: oneshot::Sender<()> },
-}
 
 /// The task that owns the connection.
 pub(super) struct Writer {

@@ -29,15 +29,13 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::future::BoxFuture;
 use rusqlite::{params, Connection};
-use tokio::sync::oneshot;
 
 use self::schema::Setup;
-use self::writer::Command;
+use super::commands::{Command, CommandedStore};
 use super::fence::stamp;
 use super::run_lock::{lock_dir, RunLock};
-use super::{Claim, ClaimFence, Claimed, Identity, JournalStore, Row};
+use super::ClaimFence;
 use crate::campaign::message::FingerprintKind;
 use crate::error::{Error, Result};
 
@@ -122,13 +120,6 @@ impl SqliteJournal {
         })
     }
 
-    fn send(&self, command: Command) -> Result<()> {
-        self.commands
-            .as_ref()
-            .and_then(|commands| commands.send(command).ok())
-            .ok_or_else(|| failed(&self.path, "writer", "has stopped"))
-    }
-
     /// Ends the run after everything queued is committed; waits for it.
     pub fn close(&mut self) {
         self.commands = None;
@@ -138,7 +129,7 @@ impl SqliteJournal {
     }
 }
 
-impl JournalStore for SqliteJournal {
+impl CommandedStore for SqliteJournal {
     fn campaign_id(&self) -> &str {
         &self.campaign_id
     }
@@ -151,51 +142,15 @@ impl JournalStore for SqliteJournal {
         self.fingerprints
     }
 
-    fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Lookup { identities, reply })?;
-            answer
-                .await
-                .map_err(|_| failed(&self.path, "writer", "stopped"))?
-        })
+    fn send(&self, command: Command) -> Result<()> {
+        self.commands
+            .as_ref()
+            .and_then(|commands| commands.send(command).ok())
+            .ok_or_else(|| self.stopped())
     }
 
-    fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Claim { claims, reply })?;
-            answer
-                .await
-                .map_err(|_| failed(&self.path, "writer", "stopped"))?
-        })
-    }
-
-    fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            self.send(Command::Write {
-                rows,
-                reply: Some(reply),
-            })?;
-            answer
-                .await
-                .map_err(|_| failed(&self.path, "writer", "stopped"))?
-        })
-    }
-
-    fn write(&self, rows: Vec<Row>) -> Result<()> {
-        self.send(Command::Write { rows, reply: None })
-    }
-
-    fn end(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let (reply, answer) = oneshot::channel();
-            // A writer that has stopped already has closed its connection.
-            if self.send(Command::End { reply }).is_ok() {
-                let _ = answer.await;
-            }
-        })
+    fn stopped(&self) -> Error {
+        failed(&self.path, "writer", "has stopped")
     }
 }
 

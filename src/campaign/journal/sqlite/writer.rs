@@ -13,27 +13,9 @@ use tokio::sync::oneshot;
 use super::liveness::Liveness;
 use super::records::{claim, lookup, write};
 use super::{now, Run};
+use crate::campaign::journal::commands::Command;
 use crate::campaign::journal::fence::{heartbeat_every, stamp};
-use crate::campaign::journal::{Claim, Claimed, Identity, Row};
-use crate::error::{Error, Result};
-
-pub(super) enum Command {
-    Lookup {
-        identities: Vec<Identity>,
-        reply: oneshot::Sender<Result<Vec<Row>>>,
-    },
-    Claim {
-        claims: Vec<Claim>,
-        reply: oneshot::Sender<Result<Vec<Claimed>>>,
-    },
-    Write {
-        rows: Vec<Row>,
-        /// Told once the rows are committed (a retry's new key waits for it).
-        reply: Option<oneshot::Sender<Result<()>>>,
-    },
-    /// The run ends (after what was queued before): told once its connection is closed.
-    End { reply: oneshot::Sender<()> },
-}
+use crate::error::Error;
 
 /// Tells a waiting caller how its command's transaction went (`Some(failure)` if it failed).
 type Reply = Box<dyn FnOnce(Option<&str>)>;
