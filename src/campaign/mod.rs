@@ -2,8 +2,9 @@
 //! never twice by accident. One file per concept:
 //!
 //! - `handle`: what the caller feeds, hears from and stops (options, events, summary);
-//! - `engine`: the loop that keeps `concurrency` sends in flight and records each outcome (and
-//!   `Campaign::start`, which spawns it: `handle` must not import the engine that imports it);
+//! - `engine/`: the loop that keeps `concurrency` sends in flight (and `Campaign::start`, which
+//!   spawns it: `handle` must not import the engine that imports it), its intake of input and
+//!   what it records of each outcome;
 //! - `breaker`: when a service that stopped answering stops the campaign;
 //! - `claims`: the messages ready to send and their claims in the journal (the queue);
 //! - `claim_size`: how many messages a run claims in its journal at a time;
@@ -15,10 +16,12 @@
 //! - `keys`: idempotency keys (random, or derived from a campaign id);
 //! - `senders`: the senders' directory and checks for `pace="auto"` (the platform's verdicts
 //!   and tiers are `crate::platform`'s, the limits are kept by `crate::limits`);
-//! - `journal/`: the record a crashed campaign resumes from (the store and its rows; SQLite);
+//! - `journal/`: the record a crashed campaign resumes from (its rows, and its two stores: an
+//!   SQLite file, or PostgreSQL shared by many processes);
 //!   `open_journal`: opening the one a campaign was given;
 //! - `plan`: the preflight (`plan()` / `dry_run=True`);
-//! - `report`: the start and end log lines of a run, and its counts per outcome.
+//! - `report`: the start and end log lines of a run, and its counts per outcome;
+//! - `tests/`: a campaign end to end against the embedded sandbox.
 
 mod admit;
 mod breaker;
