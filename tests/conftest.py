@@ -1,6 +1,11 @@
 """Shared fixtures. Every test talks over real HTTP to the embedded sandbox; nothing in the
 HTTP layer is mocked.
 
+The test files are in subfolders by subject (CONTRIBUTING.md's tree lists them). This file,
+``shared_support.py``, ``campaign_support.py`` and ``services/`` stay at the top of ``tests/``,
+which pyproject's pytest ``pythonpath`` puts on ``sys.path``: every test file imports them by
+plain name (``from conftest import Number``).
+
 - ``sandbox`` / ``client`` / ``aclient``: a fresh sandbox (seed 0, tenants acme and globex) per
   test, and clients on it for the first tenant (closed afterwards).
 - ``module_sandbox``: one sandbox per module, for hypothesis tests that hit the network (its

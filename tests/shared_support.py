@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 TESTS_DIR = Path(__file__).resolve().parent
-CHILD = TESTS_DIR / "shared_child.py"
+CHILD = TESTS_DIR / "campaigns" / "shared_child.py"
 
 #: The sandbox's numbers in these tests: STANDARD (80/s at the sandbox, paced at 60/s by
 #: ``pace="auto"``), one account with a tier no test reaches unless it means to.

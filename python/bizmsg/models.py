@@ -114,7 +114,7 @@ class SendResult(Model, Generic[MetaT]):
     msg: str | None
 
     # The wire names come from the model's one field table, in Rust (src/wire/send.rs);
-    # tests/test_models.py holds the fields above to it.
+    # tests/client/test_models.py holds the fields above to it.
     _WIRE_NAMES = tuple(_native.model_fields("SendResult"))
     _KIND = "SendResult"
     _MAIN_COLUMNS = ("sms_id", "status", "code", "msg")

@@ -16,4 +16,5 @@ worker. One concept per file:
 - ``fixtures.py``: the pytest fixtures over all of them (a plugin loaded by ``tests/conftest.py``)
 - ``celery_check_app.py``: the trivial Celery app with which ``test_services.py`` checks the
   worker fixture
+- ``test_services.py``: the tests that each server starts, answers and behaves as configured
 """

@@ -2,8 +2,8 @@
 //! writes do to the messages' records, and what a take-over may and may not do to a run, whatever
 //! store holds the journal. A frozen run is stood for by its heartbeat aged in the store itself
 //! (what a SIGSTOP does to it); the real processes and signals are in
-//! `tests/test_journal_takeover.py`. What only one store does (SQLite's formats and its WAL,
-//! PostgreSQL's plans, sessions and row locks) is tested in that store's `tests.rs`.
+//! `tests/campaigns/test_journal_takeover.py`. What only one store does (SQLite's formats and its
+//! WAL, PostgreSQL's plans, sessions and row locks) is tested in that store's `tests.rs`.
 //!
 //! This file also holds the helpers every journal test uses, the stores' own tests too: the
 //! lease, a fresh folder, a client of the test's own on the server, a message's identity, claims,

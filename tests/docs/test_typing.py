@@ -32,7 +32,7 @@ def test_typing_usage_is_clean_under_mypy_strict() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null",
          str(USAGE)],
-        capture_output=True, text=True, timeout=120, cwd=USAGE.parent.parent,
+        capture_output=True, text=True, timeout=120, cwd=USAGE.parents[2],
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success: no issues found in 1 source file" in done.stdout

@@ -33,7 +33,7 @@ from referencing.jsonschema import DRAFT202012
 
 from bizmsg.testing import Sandbox
 
-DOCUMENT_PATH = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+DOCUMENT_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 DOCUMENT_URI = "urn:bizmsg:openapi"
 DOCUMENT: dict[str, Any] = json.loads(DOCUMENT_PATH.read_text(encoding="utf-8"))
 

@@ -1,5 +1,5 @@
-"""Typed usage of bizmsg's public API, for ``mypy --strict tests/typing_usage.py`` (and
-pyright). Not collected by pytest (no ``test_`` prefix); ``tests/test_typing.py`` also runs
+"""Typed usage of bizmsg's public API, for ``mypy --strict tests/docs/typing_usage.py`` (and
+pyright). Not collected by pytest (no ``test_`` prefix); ``test_typing.py`` also runs
 ``main()`` against a sandbox, so every line here is known to work at run time too.
 """
 

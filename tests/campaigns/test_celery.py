@@ -41,6 +41,9 @@ from shared_support import (
     write_seed_data,
 )
 
+#: This file's folder, where the worker's app (``celery_campaign_app.py``) is.
+HERE = Path(__file__).resolve().parent
+
 #: Messages of the Celery campaign: 600 from each of four STANDARD numbers.
 PER_SENDER = 600
 SHARDS = 8
@@ -184,7 +187,7 @@ def test_a_sharded_campaign_survives_a_killed_pool_process(
     running = tmp_path / "running"
     running.mkdir()
     base = redis_server.url[:-2]
-    worker = start_celery_worker("celery_campaign_app", env={
+    worker = start_celery_worker("celery_campaign_app", pythonpath=[str(HERE)], env={
         "BIZMSG_TOKEN": sandbox.token, "BIZMSG_BASE_URL": sandbox.base_url,
         "BIZMSG_SHARED_LIMITS": f"{base}/2", "BIZMSG_JOURNAL": postgres_server.url,
         "BIZMSG_TEST_RUNNING": str(running)})

@@ -5,7 +5,7 @@ one reader of HTTP/1.1 answers, on a send and on a listing, sync and, where the 
 
 The other transport (``BIZMSG_TRANSPORT=http2``, reqwest) speaks HTTP/2 only: offered an
 HTTP/1.1 answer it fails at once, never reading it (the last test here; its HTTP/2 behaviour is
-tested against nginx in ``test_services.py`` and ``test_real_servers.py``). It once read
+tested against nginx in ``services/test_services.py`` and ``test_real_servers.py``). It once read
 HTTP/1.1 with hyper, which skipped any number of interim answers and counted decoded bytes
 against ``max_response_bytes``: those answers were read until the timeout.
 

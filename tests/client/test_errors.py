@@ -711,7 +711,7 @@ def test_misuse_of_the_native_layer_is_a_clean_error_not_a_crash(
 
 def test_shared_state_error_is_a_bizmsg_error_that_pickles() -> None:
     # Raised for a shared store (Redis, PostgreSQL) that cannot be reached: see
-    # tests/test_shared_limits.py and tests/test_shared_journal.py for the real faults.
+    # tests/campaigns/test_shared_limits.py and test_shared_journal.py for the real faults.
     import pickle
 
     error = bizmsg.SharedStateError("redis://:***@127.0.0.1:6379/0: connection refused")
@@ -725,7 +725,7 @@ def test_every_error_class_is_covered_here() -> None:
 
     source = open(sys.modules[__name__].__file__ or "", encoding="utf-8").read()
     abstract = {"BizmsgError", "TransportError"}
-    # PaginationError is exercised by tests/test_pagination.py.
+    # PaginationError is exercised by tests/client/test_pagination.py.
     elsewhere = {"PaginationError"}
     for name in set(bizmsg.errors.__all__) - abstract - elsewhere:
         assert f"bizmsg.{name}" in source.replace("bizmsg.errors.", "bizmsg."), name

@@ -29,7 +29,7 @@ pytest.importorskip("ipykernel", reason="executing the notebook needs ipykernel 
 pytest.importorskip("pandas", reason="the quickstart notebook uses pandas")
 pytest.importorskip("tqdm", reason="the quickstart notebook shows a tqdm progress bar")
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 
 #: A cell tagged so shows an uncaught error on purpose (nbclient goes on past it).

@@ -35,7 +35,7 @@ import pytest
 
 from bizmsg.testing import Sandbox
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"^(?P<indent>\s*)```python\s*$")

@@ -33,7 +33,7 @@ from services.squid_server import SquidServer
 from services.tls import TLSFiles
 
 TEMPLATE = bizmsg.Template(name="order_update", parameters=["A-1"], language="en_US")
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
 def first_sender(client: bizmsg.Client) -> str:

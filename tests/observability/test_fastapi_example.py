@@ -19,7 +19,7 @@ pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
 import bizmsg  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "fastapi_app.py"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "fastapi_app.py"
 
 
 def load_example(path: Path, copy: str = "") -> ModuleType:

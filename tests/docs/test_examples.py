@@ -1,8 +1,8 @@
 """Every script in examples/ runs to completion against the embedded sandbox, and the job-queue
 worker (examples/worker.py) never sends a retried job twice.
 
-The FastAPI example is tested through its app in tests/test_fastapi_example.py, the notebook in
-tests/test_notebook.py.
+The FastAPI example is tested through its app in tests/observability/test_fastapi_example.py,
+the notebook in tests/notebooks/test_notebook.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import bizmsg
 from bizmsg.testing import Sandbox
 
-EXAMPLES_DIR = Path(__file__).parent.parent / "examples"
+EXAMPLES_DIR = Path(__file__).parents[2] / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.py"))
 
 #: Modules a script needs beyond bizmsg; the script is skipped when one is missing.

@@ -385,7 +385,7 @@ def test_to_records(client: bizmsg.Client) -> None:
     assert all(type(r) is dict for r in records[0]["business_phone_numbers"])
 
 
-# The HTML reprs (columns, badges, timestamps, details blocks, errors): tests/test_display.py.
+# The HTML reprs (columns, badges, timestamps, details blocks, errors): tests/notebooks/test_display.py.
 
 
 def test_repr_html_escapes_text() -> None:

@@ -1,4 +1,4 @@
-"""Campaigns with ``AsyncClient``: the core guarantees of ``tests/test_campaigns.py`` on an
+"""Campaigns with ``AsyncClient``: the core guarantees of ``test_campaigns.py`` on an
 event loop (awaitable ``send_many`` and ``plan``, ``async for`` over ``send_many_iter``, async
 generators as input) and cancelling the task that runs a campaign."""
 

@@ -20,7 +20,7 @@ nbformat = pytest.importorskip("nbformat", reason="running a notebook needs nbfo
 nbclient = pytest.importorskip("nbclient", reason="running a notebook needs nbclient")
 pytest.importorskip("ipykernel", reason="running a notebook needs ipykernel (a kernel)")
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 SETUP = """\
 import asyncio, logging
