@@ -1,6 +1,7 @@
-"""Helpers shared by the campaign tests (``test_campaigns.py``, ``test_campaigns_async.py``,
-``test_journal.py``): numbered messages, inputs that count how far they were read, and the
-sandbox-side checks that no message went out twice."""
+"""Helpers shared by the campaign tests (``campaigns/``: ``test_campaigns.py`` and the
+``test_campaign_*.py`` beside it, ``test_campaigns_async.py``, ``test_journal.py``): numbered
+messages, inputs that count how far they were read, and the sandbox-side checks that no message
+went out twice."""
 
 from __future__ import annotations
 

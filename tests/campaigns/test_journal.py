@@ -47,7 +47,7 @@ CHILD = DEFAULT_SIGINT + textwrap.dedent(
         result = client.messages.send_many(rows, journal=journal, concurrency=16)
     except KeyboardInterrupt as interrupt:
         partial = getattr(interrupt, "bulk_result", None)
-        if partial is None:  # a known bug, see test_campaigns.py
+        if partial is None:  # a known bug, see test_campaign_interrupts.py
             print(json.dumps({"interrupted": True, "bulk_result": False}), flush=True)
         else:
             print(json.dumps({"interrupted": True, "bulk_result": True,
