@@ -22,13 +22,6 @@ from campaign_support import (
 )
 from conftest import Number
 
-TEMPLATE = bizmsg.Template(name="order_update", parameters=["A-1"], language="en_US")
-
-
-def wire_template(record: dict[str, Any]) -> tuple[str, str, str]:
-    template = record["body"]["template"]
-    return template["name"], template["parameters"], template["language"]
-
 
 # --- on_result and progress ------------------------------------------------------------------
 
