@@ -36,7 +36,7 @@ use super::send::{send_one, stops_the_campaign, Context, Finished, Ready};
 use super::senders::{count_tiers, SenderPolicy};
 use super::waiting::{self, Due, Waiting};
 use crate::api::{Account, Directory};
-use crate::client::Client;
+use crate::client::{Client, PauseRecord};
 use crate::error::{Error, Result};
 use crate::limits::{Gate, LimitsStore, LocalLimits};
 
@@ -513,7 +513,22 @@ impl<P: Send + 'static> Engine<P> {
                 );
             }
         }
+        let was_open = self.breaker.is_open();
         self.breaker.count(&outcome);
+        if !was_open && self.breaker.is_open() {
+            // One probe at a time from now: a pause, for the campaign's span (a traced
+            // handle's only).
+            if let Some(log) = self.context.client.attempt_log() {
+                log.pause(PauseRecord {
+                    at: std::time::SystemTime::now(),
+                    seconds: None,
+                    reason: "unreachable",
+                    status: None,
+                    code: None,
+                    sender: None,
+                });
+            }
+        }
         self.trip_breaker();
         self.record(outcome, Journaling::Write(identity))
     }

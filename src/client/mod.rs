@@ -24,7 +24,7 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Uri;
 
-pub use attempt_log::{AttemptLog, AttemptRecord};
+pub use attempt_log::{AttemptLog, AttemptRecord, PauseRecord, MAX_PAUSES};
 pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
 // A pause is a limit (`limits/gate.rs`); calls take it in their options, so it is named here too.
 pub use crate::limits::Gate;
@@ -96,6 +96,9 @@ pub struct CallOptions {
     pub idempotency_key: Option<String>,
     /// Shared by the calls of a batch: a `Retry-After` one call is given pauses them all.
     pub gate: Option<Arc<Gate>>,
+    /// Where this call's attempts are recorded instead of the handle's log: a campaign
+    /// message traced on its own (`AttemptLog::samples`).
+    pub attempt_log: Option<Arc<AttemptLog>>,
 }
 
 impl Client {
@@ -210,15 +213,18 @@ impl Client {
     }
 
     /// A handle for one traced call (or campaign): its requests carry `headers` (the trace
-    /// context, which the caller's propagator wrote) besides the client's, and each of its
-    /// attempts is recorded in the returned log. Trace headers are not checked against the
-    /// reserved names: a propagator writes only its own. `record`: whether attempts are
-    /// recorded (a campaign's are not: its log would grow with every message).
+    /// context, which the caller's propagator wrote) besides the client's, and it records in
+    /// the returned log: each attempt with `attempts` (a campaign's are not: its log would
+    /// grow with every message), the pauses of a campaign, and which of a campaign's messages
+    /// are traced on their own (`message_sample`, a share from 0 to 1: their attempts come
+    /// back with their outcomes). Trace headers are not checked against the reserved names: a
+    /// propagator writes only its own.
     pub fn observed(
         &self,
         headers: &[(String, String)],
-        record: bool,
-    ) -> Result<(Self, Option<Arc<AttemptLog>>)> {
+        attempts: bool,
+        message_sample: f64,
+    ) -> Result<(Self, Arc<AttemptLog>)> {
         let mut options = self.options.clone();
         options.owns_pool = false;
         for (name, value) in headers {
@@ -230,8 +236,8 @@ impl Client {
             })?;
             options.headers.insert(name, value);
         }
-        let log = record.then(|| Arc::new(AttemptLog::default()));
-        options.attempt_log.clone_from(&log);
+        let log = Arc::new(AttemptLog::new(attempts, message_sample));
+        options.attempt_log = Some(Arc::clone(&log));
         Ok((
             Client {
                 shared: Arc::clone(&self.shared),
@@ -239,6 +245,11 @@ impl Client {
             },
             log,
         ))
+    }
+
+    /// The log of a handle made for tracing (`observed`).
+    pub fn attempt_log(&self) -> Option<&Arc<AttemptLog>> {
+        self.options.attempt_log.as_ref()
     }
 
     pub fn base_url(&self) -> &str {

@@ -55,6 +55,17 @@ fn seconds_waited_to_send() -> f64 {
     crate::limits::seconds_waited()
 }
 
+/// How many times a shared limits' store became unreachable in this process, and how many are
+/// unreachable now (`crate::limits::shared_state_outages`): the instrumentation's
+/// `bizmsg.shared_state.outages`.
+#[pyfunction]
+fn shared_state_outages() -> (u64, u64) {
+    (
+        crate::limits::shared_state_outages(),
+        crate::limits::shared_state_outages_ongoing(),
+    )
+}
+
 /// `SendResult.ok` for a result built in Python: the same rule as for a received one.
 #[pyfunction]
 fn is_success_code(code: &Bound<'_, PyAny>, success_codes: Vec<String>) -> bool {
@@ -115,6 +126,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_function(wrap_pyfunction!(mask_phone, module)?)?;
     module.add_function(wrap_pyfunction!(seconds_waited_to_send, module)?)?;
+    module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;
