@@ -485,26 +485,65 @@ def test_a_sync_calls_log_records_carry_its_trace_ids(
         assert record.otelServiceName == service
 
 
-async def test_records_logged_on_the_runtimes_threads_carry_no_ids(
+async def test_records_logged_on_the_runtimes_threads_carry_their_calls_ids(
     otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, aclient: bizmsg.AsyncClient,
     sandbox: Sandbox, sender: Number
 ) -> None:
-    # An async call's requests run on tokio's threads, which see no Python context: the
-    # records get the "no span" values the logging instrumentation would give them.
+    # An async call's requests and a campaign run on tokio's threads, which see no Python
+    # context: the ids are the ones the call's handle was given, put on the records by Rust.
     await aclient.messages.send_template(
         to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    attempts = _send_records(bizmsg_logs)
+    assert attempts and all(r.thread != threading.get_ident() for r in attempts)
     template = bizmsg.Template(name="n", parameters=["p"], language="en")
     with sandbox.client() as client:
         client.messages.send_many(
             [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)],
             campaign_id="otel-logs")
-    campaign = [r for r in bizmsg_logs.records
-                if r.name == "bizmsg" and getattr(r, "campaign_id", None) == "otel-logs"]
-    records = _send_records(bizmsg_logs) + campaign
-    assert len(records) >= 4  # two attempts, the campaign's start and end
+    [campaign] = otel.named("send_many")
+    ends = [r for r in bizmsg_logs.records
+            if r.name == "bizmsg" and getattr(r, "campaign_id", None) == "otel-logs"]
+    assert len(ends) >= 2  # the campaign's start and end
+    campaign_attempts = _send_records(bizmsg_logs)[len(attempts):]
+    assert campaign_attempts
+    service = otel.tracer_provider.resource.attributes["service.name"]
+    for span, records in ((send, attempts), (campaign, ends + campaign_attempts)):
+        for record in records:
+            assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == (
+                f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}", True)
+            assert record.otelServiceName == service
+
+
+def test_records_of_pages_read_ahead_carry_the_ids_of_the_span_iter_was_called_in(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, client: bizmsg.Client
+) -> None:
+    with otel.tracer.start_as_current_span("request") as request:
+        pages = client.business_phone_numbers.iter(limit=3)
+    assert len(list(pages)) == 3  # read outside the span: the ids are still the request's
+    records = [r for r in bizmsg_logs.records
+               if getattr(r, "path", None) == "/v1/chat/businessPhoneNumber"]
+    assert records
     for record in records:
-        assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == (
-            "0", "0", False)
+        assert (record.otelTraceID, record.otelSpanID) == (
+            f"{request.get_span_context().trace_id:032x}",
+            f"{request.get_span_context().span_id:016x}")
+
+
+def test_records_of_an_untraced_client_carry_no_ids_while_instrumented(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, sandbox: Sandbox, sender: Number
+) -> None:
+    # A record logged on tokio's threads outside any traced call: the "no span" values the
+    # logging instrumentation would give it. (The native client's own call is not traced.)
+    async def untraced(client: bizmsg.Client) -> None:
+        await client._native.send_async(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en",
+            raw=False, timeout=None, max_retries=None, idempotency_key=None)
+
+    with sandbox.client() as client:
+        asyncio.run(untraced(client))
+    [record] = _send_records(bizmsg_logs)
+    assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == ("0", "0", False)
 
 
 def test_uninstrument_takes_the_ids_off_the_records(

@@ -161,13 +161,16 @@ class NativeClient:
         """A client with other defaults sharing this one's pool."""
 
     def observed(
-        self, *, headers_: dict[str, str], record_attempts: bool, message_sample: float = 0.0
+        self, *, headers_: dict[str, str], record_attempts: bool, message_sample: float = 0.0,
+        log_ids: tuple[str, str, bool] | None = None,
     ) -> tuple[NativeClient, AttemptLog]:
         """A client for one traced call or campaign (``bizmsg.instrumentation``): its requests
         carry ``headers_`` (the trace context) besides the client's; it records in the
         returned log each attempt with ``record_attempts``, a campaign's pauses, and which of a
         campaign's messages are traced on their own (``message_sample``, 0 to 1: their times
-        and attempts come with their outcomes, ``SendOutcome._take_trace``)."""
+        and attempts come with their outcomes, ``SendOutcome._take_trace``). ``log_ids``
+        (``(trace_id, span_id, sampled)``, hex) go on the records Rust logs while its calls or
+        its campaign run, as ``otelTraceID``, ``otelSpanID``, ``otelTraceSampled``."""
 
     def send(
         self,

@@ -4,6 +4,7 @@
 //! the timeouts, the batch-wide pause on `Retry-After` (a campaign's gate), and the log line
 //! of each attempt.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -38,11 +39,22 @@ fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error 
 }
 
 impl Client {
+    /// Runs `operation` through the attempt loop; a traced handle's span ids are current
+    /// meanwhile, for the records it logs (`log_ids`).
     pub(crate) async fn execute(
         &self,
         operation: &Operation,
         call: &super::CallOptions,
     ) -> Result<Answer> {
+        match &self.options.log_ids {
+            None => self.attempts(operation, call).await,
+            Some(ids) => {
+                super::log_ids::within(Some(Arc::clone(ids)), self.attempts(operation, call)).await
+            }
+        }
+    }
+
+    async fn attempts(&self, operation: &Operation, call: &super::CallOptions) -> Result<Answer> {
         let started = Instant::now();
         let mut timeout = match call.timeout {
             Some(timeout) => self.options.timeout.overridden_by(timeout),

@@ -29,6 +29,17 @@ def _headers() -> dict[str, str]:
     return carrier
 
 
+def _log_ids() -> tuple[str, str, bool] | None:
+    """The current span's ids, for the records Rust logs while the call runs (on whatever
+    thread: ``_logs.py`` reads them there), as ``opentelemetry-instrumentation-logging`` writes
+    them."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return (format(context.trace_id, "032x"), format(context.span_id, "016x"),
+            context.trace_flags.sampled)
+
+
 def observed_resource(resource: Any, record_attempts: bool, message_sample: float = 0.0
                       ) -> tuple[Any, _native.AttemptLog]:
     """A copy of ``resource`` on a handle whose requests carry the current trace context, and
@@ -36,7 +47,8 @@ def observed_resource(resource: Any, record_attempts: bool, message_sample: floa
     campaign's messages (a share of them, ``message_sample``) are recorded in."""
     native, log = resource._native.observed(headers_=_headers(),
                                             record_attempts=record_attempts,
-                                            message_sample=message_sample)
+                                            message_sample=message_sample,
+                                            log_ids=_log_ids())
     copy: Any = object.__new__(resource.__class__)
     copy._native = native
     return copy, log
