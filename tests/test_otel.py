@@ -649,3 +649,38 @@ def test_auto_instrumentation_through_opentelemetry_instrument(sandbox: Sandbox,
     assert '"name": "send"' in done.stdout and f'"name": "{SEND}"' in done.stdout
     [received] = sandbox.requests()
     assert "traceparent" in received["headers"]
+
+
+async def test_an_async_send_many_iter_is_counted_by_batches(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    messages.append(bizmsg.Message(to="447700900199", from_="14155550199", template=template))
+    batches: list[int] = []
+    async with sandbox.async_client() as client:
+        statuses = [o.status async for o in client.messages.send_many_iter(
+            messages, on_result=lambda batch: batches.append(len(batch)))]
+    assert sorted(statuses) == ["rejected", "sent", "sent", "sent"] and sum(batches) == 4
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["bizmsg.campaign.rejected"] == 1
+    assert campaign.attributes["messaging.batch.message_count"] == 4
+    messages_metric = {p.attributes["bizmsg.outcome"]: p.value
+                       for p in otel.metrics()["bizmsg.messages"]}
+    assert messages_metric == {"sent": 3, "rejected": 1}
+
+
+def test_a_sync_send_many_iter_is_counted_from_its_result(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages)
+        assert len(list(outcomes)) == 3
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["messaging.batch.message_count"] == 3

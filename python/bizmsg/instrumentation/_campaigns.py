@@ -9,11 +9,16 @@ With ``instrument(campaign_message_spans=...)``, each message (or a share of the
 span under the run's, with a CLIENT span per attempt under it: Rust records the message's times
 and attempts and hands them back with its outcome, and the spans are built a batch of outcomes
 at a time, as the batch arrives (the campaign's ``on_result`` is wrapped for it). Without it, no
-message is traced and nothing is done per message."""
+message is traced and nothing is done per message: the counts come from the campaign's result
+(``send_many``, a sync ``send_many_iter``'s return value), or, for an async
+``send_many_iter``, whose result the caller never sees, from its batches, counted in C as they
+arrive (each outcome still passes through the wrapping async generator)."""
 
 from __future__ import annotations
 
 import functools
+import operator
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
@@ -25,34 +30,53 @@ from .._campaign.results import STATUSES
 from . import _attempts, _calls
 from ._telemetry import Telemetry
 
+_STATUS = operator.attrgetter("status")
+
 #: The outcomes whose span is an error.
 _ERRORS = frozenset(("rejected", "unknown", "failed"))
 
 
+class _Batches:
+    """The ``on_result`` of a traced campaign that needs each batch of outcomes: builds the
+    spans of the batch's traced messages (``spans``) and counts the batch by status
+    (``counts``: an async ``send_many_iter``, whose result the caller never sees), then calls
+    the caller's own ``on_result`` (if any). A batch handed out again (after an interruption,
+    the same list) is neither counted nor traced twice (a message's trace is taken once)."""
+
+    def __init__(self, on_result: Callable[[list[Any]], object] | None,
+                 spans: _MessageSpans | None, counts: Counter[str] | None) -> None:
+        self.on_result = on_result
+        self.spans = spans
+        self.counts = counts
+        self.last: list[Any] | None = None
+
+    def __call__(self, batch: list[Any]) -> object:
+        if batch is not self.last:
+            self.last = batch
+            if self.counts is not None:
+                # map() and attrgetter: counted in C, as the campaign's collector counts.
+                self.counts.update(map(_STATUS, batch))
+            if self.spans is not None:
+                self.spans.record(batch)
+        if self.on_result is not None:
+            return self.on_result(batch)
+        return None
+
+
 class _MessageSpans:
-    """The ``on_result`` of a campaign whose messages are traced: builds the spans of a batch's
-    traced messages, then calls the caller's own ``on_result`` (if any). A batch handed out
-    again (after an interruption) builds nothing twice: a message's trace is taken once."""
+    """The spans of a campaign's traced messages, built a batch of outcomes at a time."""
 
     def __init__(self, telemetry: Telemetry, parent: trace.Span, resource: Any,
-                 log: _native.AttemptLog, on_result: Callable[[list[Any]], object] | None
-                 ) -> None:
+                 log: _native.AttemptLog) -> None:
         self.telemetry = telemetry
         self.parent = parent
         self.context = trace.set_span_in_context(parent)
         self.server = _attempts.Server(resource._native.base_url)
         self.transport: str = resource._native.transport
         self.log = log
-        self.on_result = on_result
-
-    def __call__(self, batch: list[Any]) -> object:
-        self.record(batch)
-        _pauses(self.parent, self.log)
-        if self.on_result is not None:
-            return self.on_result(batch)
-        return None
 
     def record(self, batch: list[Any]) -> None:
+        _pauses(self.parent, self.log)
         telemetry = self.telemetry
         for outcome in batch:
             traced = outcome._take_trace()
@@ -104,21 +128,25 @@ def _pauses(span: trace.Span, log: _native.AttemptLog) -> None:
 
 class _Started:
     """A campaign's span as it started: the span, its scope, the handle the campaign runs on
-    (and its log), and the options it runs with (``on_result`` wrapped for message spans)."""
+    (and its log), the options it runs with (``on_result`` wrapped, ``_Batches``, for message
+    spans or counts) and the counts by status kept from the batches (or ``None``)."""
 
-    __slots__ = ("span", "scope", "observed", "log", "options")
+    __slots__ = ("span", "scope", "observed", "log", "options", "counts")
 
     def __init__(self, span: trace.Span, scope: Any, observed: Any, log: _native.AttemptLog,
-                 options: dict[str, Any]) -> None:
+                 options: dict[str, Any], counts: Counter[str] | None) -> None:
         self.span = span
         self.scope = scope
         self.observed = observed
         self.log = log
         self.options = options
+        self.counts = counts
 
 
-def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
-           ) -> _Started:
+def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
+           count: bool = False) -> _Started:
+    """``count``: count the outcomes by status from the batches (a campaign whose result the
+    wrapper never sees)."""
     attributes: dict[str, str | int | float] = {
         "messaging.system": "bizmsg", "messaging.operation.type": "send",
         "messaging.operation.name": name,
@@ -144,16 +172,18 @@ def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, An
         scope.__exit__(None, None, None)
         span.end()
         raise
-    if share > 0:
-        options = {**options, "on_result": _MessageSpans(telemetry, span, resource, log,
-                                                         options.get("on_result"))}
+    spans = _MessageSpans(telemetry, span, resource, log) if share > 0 else None
+    counts: Counter[str] | None = Counter() if count else None
+    if spans is not None or counts is not None:
+        options = {**options, "on_result": _Batches(options.get("on_result"), spans, counts)}
     telemetry.in_flight.add(1)
-    return _Started(span, scope, observed, log, options)
+    return _Started(span, scope, observed, log, options, counts)
 
 
-def _finish(telemetry: Telemetry, started: _Started, counts: dict[str, int],
-            result: Any = None, error: BaseException | None = None, scope: Any = None) -> None:
+def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
+            error: BaseException | None = None, scope: Any = None) -> None:
     span = started.span
+    counts: dict[str, int] = dict(started.counts or {})
     try:
         _pauses(span, started.log)
         dropped = started.log.pauses_dropped
@@ -193,9 +223,9 @@ def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         try:
             result = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, started, {}, result)
+        _finish(telemetry, started, result)
         return result
 
     return traced
@@ -209,9 +239,9 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         try:
             result = await wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, started, {}, result)
+        _finish(telemetry, started, result)
         return result
 
     return traced
@@ -227,7 +257,7 @@ def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[An
         try:
             outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
         finally:
             started.scope.__exit__(None, None, None)
@@ -239,9 +269,9 @@ def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[An
             try:
                 result = yield from outcomes
             except BaseException as error:
-                _finish(telemetry, started, {}, error=error, scope=ended)
+                _finish(telemetry, started, error=error, scope=ended)
                 raise
-            _finish(telemetry, started, {}, result, scope=ended)
+            _finish(telemetry, started, result, scope=ended)
             return result
 
         return counted()
@@ -253,26 +283,25 @@ def async_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterat
                         name: str) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> AsyncIterator[Any]:
-        started = _start(telemetry, self, name, options)
+        started = _start(telemetry, self, name, options, count=True)
         try:
             outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
         finally:
             started.scope.__exit__(None, None, None)
         ended = _NoScope()
 
         async def counted() -> AsyncIterator[Any]:
-            counts: dict[str, int] = {}
+            # The outcomes are counted a batch at a time (``_Batches``), not here.
             try:
                 async for outcome in outcomes:
-                    counts[outcome.status] = counts.get(outcome.status, 0) + 1
                     yield outcome
             except BaseException as error:
-                _finish(telemetry, started, counts, error=error, scope=ended)
+                _finish(telemetry, started, error=error, scope=ended)
                 raise
-            _finish(telemetry, started, counts, scope=ended)
+            _finish(telemetry, started, scope=ended)
 
         return counted()
 
