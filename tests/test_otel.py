@@ -339,6 +339,8 @@ def test_message_spans_of_a_campaign(otel_messages: Otel, sandbox: Sandbox,
         assert span.attributes["bizmsg.idempotency_key"] == outcome.idempotency_key
         assert span.attributes["bizmsg.recipient"] == _native.mask_phone(
             messages[outcome.index].to)
+        assert span.attributes["messaging.destination.name"] == _native.mask_phone(
+            messages[outcome.index].from_)
         assert (campaign.start_time or 0) <= (span.start_time or 0) <= (span.end_time or 0)
         assert (span.end_time or 0) <= (campaign.end_time or 0)
         attempts = children[span.context.span_id]

@@ -475,10 +475,10 @@ class SendOutcome:
 
     def _take_trace(
         self,
-    ) -> tuple[int, int, str, str | None, str | None,
+    ) -> tuple[int, int, str, str, str | None, str | None,
                list[tuple[str, str, int, int, int | None, str | None, int]]] | None:
         """A message traced on its own (``bizmsg.instrumentation``'s message spans), once:
-        ``(start_ns, end_ns, recipient (masked), sms_id, code, attempts)``, attempts as
+        ``(start_ns, end_ns, recipient, sender (both masked), sms_id, code, attempts)``, attempts as
         ``AttemptLog.take`` gives them; ``None`` after the first call and for other messages."""
 
     def __reduce__(self) -> tuple[Any, ...]: ...

@@ -66,8 +66,9 @@ pub struct MessageTrace {
     pub started: SystemTime,
     /// When its outcome was decided.
     pub ended: SystemTime,
-    /// Its recipient, masked as the logs mask numbers.
+    /// Its recipient and its sender, masked as the logs mask numbers.
     pub recipient: String,
+    pub sender: String,
     /// Each HTTP attempt, oldest first (a retry after a temporary code included).
     pub attempts: Vec<AttemptRecord>,
 }

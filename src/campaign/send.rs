@@ -169,6 +169,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
             started: attempts.first().map_or(dispatched, |first| first.started),
             ended: SystemTime::now(),
             recipient: crate::masking::mask_phone(&prepared.request.to),
+            sender: crate::masking::mask_phone(&prepared.request.from),
             attempts,
         }));
     }

@@ -82,11 +82,12 @@ class _MessageSpans:
             traced = outcome._take_trace()
             if traced is None:
                 continue
-            start, end, recipient, sms_id, code, attempts = traced
+            start, end, recipient, sender, sms_id, code, attempts = traced
             status = outcome.status
             attributes: dict[str, str | int] = {
                 "messaging.system": "bizmsg", "messaging.operation.type": "send",
                 "messaging.operation.name": "send", "bizmsg.recipient": recipient,
+                "messaging.destination.name": sender,
                 "bizmsg.outcome": status, "bizmsg.campaign.message.index": outcome.index,
             }
             key = outcome.idempotency_key

@@ -24,10 +24,11 @@ pub(crate) struct SendOutcome {
     trace: std::sync::Mutex<Option<Box<MessageTrace>>>,
 }
 
-/// `(start_ns, end_ns, recipient, sms_id, code, attempts)`: see `MessageTrace`.
+/// `(start_ns, end_ns, recipient, sender, sms_id, code, attempts)`: see `MessageTrace`.
 type TraceTuple = (
     u64,
     u64,
+    String,
     String,
     Option<String>,
     Option<String>,
@@ -84,6 +85,7 @@ impl SendOutcome {
             nanos(trace.started),
             nanos(trace.ended),
             trace.recipient,
+            trace.sender,
             text(result.and_then(|r| r.sms_id.as_ref())),
             text(result.and_then(|r| r.code.as_ref())),
             trace.attempts.into_iter().map(as_tuple).collect(),
