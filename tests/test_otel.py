@@ -420,6 +420,26 @@ async def test_message_spans_of_an_async_campaign(otel_messages: Otel, sandbox: 
                for s in sends)
 
 
+def test_a_fault_building_message_spans_does_not_stop_the_campaign(
+        otel_messages: Otel, sandbox: Sandbox, sender: Number,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from bizmsg.instrumentation import _campaigns
+
+    def broken(self: Any, batch: list[Any]) -> None:
+        raise RuntimeError("broken exporter")
+
+    monkeypatch.setattr(_campaigns._MessageSpans, "record", broken)
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages)
+    assert result.counts["sent"] == 3
+    assert any("could not be built" in r.getMessage() for r in caplog.records)
+    [campaign] = otel_messages.named("send_many")
+    assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.sent"] == 3
+
+
 def test_campaign_message_spans_must_be_a_flag_or_a_share() -> None:
     for wrong in (2, -0.1, "yes"):
         with pytest.raises(ValueError, match="campaign_message_spans"):

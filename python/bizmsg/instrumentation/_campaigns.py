@@ -17,6 +17,7 @@ arrive (each outcome still passes through the wrapping async generator)."""
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator
@@ -57,7 +58,14 @@ class _Batches:
                 # map() and attrgetter: counted in C, as the campaign's collector counts.
                 self.counts.update(map(_STATUS, batch))
             if self.spans is not None:
-                self.spans.record(batch)
+                try:
+                    self.spans.record(batch)
+                except Exception:
+                    # A fault of the instrumentation (or of the SDK) must not stop the
+                    # campaign, as an exception from on_result would.
+                    logging.getLogger("bizmsg").warning(
+                        "bizmsg.instrumentation: the spans of a batch of campaign outcomes "
+                        "could not be built", exc_info=True)
         if self.on_result is not None:
             return self.on_result(batch)
         return None
