@@ -43,6 +43,18 @@ class AttemptLog:
         status, error_type, resend_count)``, times in nanoseconds since the epoch (``status``
         ``None`` when no answer arrived, ``error_type`` ``None`` for a 2xx)."""
 
+    def take_pauses(
+        self,
+    ) -> list[tuple[int, float | None, str, int | None, str | None, str | None]]:
+        """A traced campaign's pauses since the last call, oldest first (at most 1000 between
+        two calls): ``(at_ns, seconds, reason, status, code, sender)``; ``reason`` is
+        ``retry_after``, ``throttled`` or ``unreachable`` (``seconds`` ``None``), ``sender``
+        masked (``None``: every sender)."""
+
+    @property
+    def pauses_dropped(self) -> int:
+        """Pauses not kept because the log was full."""
+
 @final
 class NativeClient:
     """The Rust client: connection pool, token, retries, timeouts, decoding."""
@@ -149,11 +161,16 @@ class NativeClient:
         """A client with other defaults sharing this one's pool."""
 
     def observed(
-        self, *, headers_: dict[str, str], record_attempts: bool
-    ) -> tuple[NativeClient, AttemptLog | None]:
+        self, *, headers_: dict[str, str], record_attempts: bool, message_sample: float = 0.0,
+        log_ids: tuple[str, str, bool] | None = None,
+    ) -> tuple[NativeClient, AttemptLog]:
         """A client for one traced call or campaign (``bizmsg.instrumentation``): its requests
-        carry ``headers_`` (the trace context) besides the client's, and with
-        ``record_attempts`` each attempt is recorded in the returned log."""
+        carry ``headers_`` (the trace context) besides the client's; it records in the
+        returned log each attempt with ``record_attempts``, a campaign's pauses, and which of a
+        campaign's messages are traced on their own (``message_sample``, 0 to 1: their times
+        and attempts come with their outcomes, ``SendOutcome._take_trace``). ``log_ids``
+        (``(trace_id, span_id, sampled)``, hex) go on the records Rust logs while its calls or
+        its campaign run, as ``otelTraceID``, ``otelSpanID``, ``otelTraceSampled``."""
 
     def send(
         self,
@@ -335,6 +352,10 @@ def mask_phone(value: str) -> str:
 def seconds_waited_to_send() -> float:
     """Seconds this process's sends have waited for their pacing slots and pauses, in total."""
 
+def shared_state_outages() -> tuple[int, int]:
+    """Times a shared limits' store became unreachable in this process, and how many are
+    unreachable now."""
+
 def is_success_code(code: object, success_codes: list[str]) -> bool:
     """Whether ``code`` is one of ``success_codes``, compared as text."""
 
@@ -451,6 +472,14 @@ class SendOutcome:
     def to_record(self) -> dict[str, Any]:
         """A flat dict: index, status, ok, idempotency_key, sms_id, code, msg, error,
         duplicate_of, reason."""
+
+    def _take_trace(
+        self,
+    ) -> tuple[int, int, str, str, str | None, str | None,
+               list[tuple[str, str, int, int, int | None, str | None, int]]] | None:
+        """A message traced on its own (``bizmsg.instrumentation``'s message spans), once:
+        ``(start_ns, end_ns, recipient, sender (both masked), sms_id, code, attempts)``, attempts as
+        ``AttemptLog.take`` gives them; ``None`` after the first call and for other messages."""
 
     def __reduce__(self) -> tuple[Any, ...]: ...
 

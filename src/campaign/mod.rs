@@ -51,5 +51,5 @@ pub use journal::{
 };
 pub use keys::KeySource;
 pub use message::{not_a_message, EncodedTemplate, Fingerprint, Input, Prepared};
-pub use outcome::{Outcome, Status};
+pub use outcome::{MessageTrace, Outcome, Status};
 pub use plan::{AccountPlan, Plan, PlanOptions, Planner, SenderPlan};

@@ -1,6 +1,8 @@
 //! What became of each message.
 
-use crate::client::Meta;
+use std::time::SystemTime;
+
+use crate::client::{AttemptRecord, Meta};
 use crate::error::Error;
 use crate::wire::SendResult;
 
@@ -51,6 +53,24 @@ pub struct Outcome<P> {
     pub duplicate_of: Option<u64>,
     /// Why it was skipped, or other context, in a few words.
     pub reason: Option<String>,
+    /// Its times and attempts, when the campaign's handle traces it (`AttemptLog::samples`);
+    /// `None` for every other message (no allocation).
+    pub trace: Option<Box<MessageTrace>>,
+}
+
+/// What a message traced on its own recorded, for its span: built in Rust, handed back with
+/// the outcome, and taken once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageTrace {
+    /// When its first attempt began (when it was dispatched, if no attempt was made).
+    pub started: SystemTime,
+    /// When its outcome was decided.
+    pub ended: SystemTime,
+    /// Its recipient and its sender, masked as the logs mask numbers.
+    pub recipient: String,
+    pub sender: String,
+    /// Each HTTP attempt, oldest first (a retry after a temporary code included).
+    pub attempts: Vec<AttemptRecord>,
 }
 
 impl<P> Outcome<P> {
@@ -65,6 +85,7 @@ impl<P> Outcome<P> {
             error: None,
             duplicate_of: None,
             reason: None,
+            trace: None,
         }
     }
 

@@ -5,17 +5,18 @@
 //! codes ask of a bulk sender (pause everyone, space one recipient, stop), each retry after a
 //! temporary code going out with a new key recorded in the journal first, and abandonment.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::handle::{Control, ABANDON, RUN};
 use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
 use super::message::Prepared;
-use super::outcome::{Outcome, Status};
-use crate::client::{CallOptions, Client, SendFence, SendProgress};
+use super::outcome::{MessageTrace, Outcome, Status};
+use crate::client::{AttemptLog, CallOptions, Client, PauseRecord, SendFence, SendProgress};
 use crate::error::{Error, Result, UnknownOutcome};
 use crate::limits::{LimitsStore, Scope, Slot};
 use crate::platform::{advice, Advice};
@@ -89,8 +90,22 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         .as_ref()
         .map(|journal| Arc::clone(journal.fence()) as Arc<dyn SendFence>);
     let progress = Arc::new(SendProgress::fenced(fence));
-    let attempt = attempt(&context, &prepared, keys, pace, &progress);
-    tokio::select! {
+    // Traced on its own (the instrumentation asked for message spans): its attempts go to a
+    // log of its own, handed back with its outcome. Every other message: one `None` check.
+    let traced = context
+        .client
+        .attempt_log()
+        .filter(|log| log.samples(index))
+        .map(|_| (SystemTime::now(), Arc::new(AttemptLog::new(true, 0.0))));
+    let call = match &traced {
+        Some((_, log)) => Cow::Owned(CallOptions {
+            attempt_log: Some(Arc::clone(log)),
+            ..context.call.clone()
+        }),
+        None => Cow::Borrowed(&context.call),
+    };
+    let attempt = attempt(&context, &call, &prepared, keys, pace, &progress);
+    let mut finished = tokio::select! {
         biased;
         done = attempt => {
             let Attempted { result, key, stop, failure, stopped_before_sending, claims_lost } = done;
@@ -147,7 +162,18 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 claims_lost: None,
             }
         }
+    };
+    if let Some((dispatched, log)) = traced {
+        let attempts = log.take();
+        finished.outcome.trace = Some(Box::new(MessageTrace {
+            started: attempts.first().map_or(dispatched, |first| first.started),
+            ended: SystemTime::now(),
+            recipient: crate::masking::mask_phone(&prepared.request.to),
+            sender: crate::masking::mask_phone(&prepared.request.from),
+            attempts,
+        }));
     }
+    finished
 }
 
 /// How a message's sending ended.
@@ -289,6 +315,7 @@ fn abandoned(control: &Control) -> impl Future<Output = ()> + '_ {
 
 async fn attempt(
     context: &Context,
+    call: &CallOptions,
     prepared: &Prepared,
     keys: KeyInUse<'_>,
     pace: Option<f64>,
@@ -296,7 +323,6 @@ async fn attempt(
 ) -> Attempted {
     let Context {
         client,
-        call,
         limits,
         rate,
         ..
@@ -410,6 +436,20 @@ async fn attempt(
                     } else {
                         Scope::Service
                     };
+                    // For the campaign's span (a traced handle's only).
+                    if let Some(log) = client.attempt_log() {
+                        log.pause(PauseRecord {
+                            at: SystemTime::now(),
+                            seconds: Some(wait.as_secs_f64()),
+                            reason: "throttled",
+                            status: None,
+                            code: code.as_deref().map(|code| code.trim().to_owned()),
+                            sender: match scope {
+                                Scope::Sender(sender) => Some(crate::masking::mask_phone(sender)),
+                                Scope::Service => None,
+                            },
+                        });
+                    }
                     if let Err(error) = limits.pause(scope, wait).await {
                         return Attempted::failed(result, key, error);
                     }

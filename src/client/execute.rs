@@ -4,12 +4,13 @@
 //! the timeouts, the batch-wide pause on `Retry-After` (a campaign's gate), and the log line
 //! of each attempt.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::HeaderValue;
 
-use super::attempt_log::{error_type, wall_clock_at, AttemptRecord};
+use super::attempt_log::{error_type, wall_clock_at, AttemptRecord, PauseRecord};
 use super::body::BodyWatch;
 use super::decide::{decide, Failure, Next};
 use super::error_body::{api_message, error_body};
@@ -38,11 +39,22 @@ fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error 
 }
 
 impl Client {
+    /// Runs `operation` through the attempt loop; a traced handle's span ids are current
+    /// meanwhile, for the records it logs (`log_ids`).
     pub(crate) async fn execute(
         &self,
         operation: &Operation,
         call: &super::CallOptions,
     ) -> Result<Answer> {
+        match &self.options.log_ids {
+            None => self.attempts(operation, call).await,
+            Some(ids) => {
+                super::log_ids::within(Some(Arc::clone(ids)), self.attempts(operation, call)).await
+            }
+        }
+    }
+
+    async fn attempts(&self, operation: &Operation, call: &super::CallOptions) -> Result<Answer> {
         let started = Instant::now();
         let mut timeout = match call.timeout {
             Some(timeout) => self.options.timeout.overridden_by(timeout),
@@ -105,7 +117,12 @@ impl Client {
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
             }
-            if let Some(attempt_log) = &self.options.attempt_log {
+            // A campaign message traced on its own records in its own log.
+            let attempt_log = call
+                .attempt_log
+                .as_ref()
+                .or(self.options.attempt_log.as_ref());
+            if let Some(attempt_log) = attempt_log.filter(|log| log.records_attempts()) {
                 attempt_log.push(AttemptRecord {
                     method: operation.method.as_str().to_owned(),
                     path: operation.url.path().to_owned(),
@@ -144,6 +161,17 @@ impl Client {
             if let Some(wait) = asked_to_wait(&error, self.shared.backoff.max_retry_after) {
                 if let Some(gate) = &call.gate {
                     gate.pause(wait);
+                    // A campaign's pause, for its span (a traced handle's only).
+                    if let Some(log) = &self.options.attempt_log {
+                        log.pause(PauseRecord {
+                            at: SystemTime::now(),
+                            seconds: Some(wait.as_secs_f64()),
+                            reason: "retry_after",
+                            status: answer_of(&error).0,
+                            code: None,
+                            sender: None,
+                        });
+                    }
                 }
                 if let Some(limits) = &self.shared.limits {
                     limits.pause(crate::limits::Scope::Service, wait).await?;

@@ -10,6 +10,7 @@ mod execute;
 pub(crate) mod http1;
 mod http2;
 mod idle_limit;
+pub mod log_ids;
 mod operation;
 mod per_runtime;
 mod reply;
@@ -24,8 +25,9 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Uri;
 
-pub use attempt_log::{AttemptLog, AttemptRecord};
+pub use attempt_log::{AttemptLog, AttemptRecord, PauseRecord, MAX_PAUSES};
 pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
+pub use log_ids::LogIds;
 // A pause is a limit (`limits/gate.rs`); calls take it in their options, so it is named here too.
 pub use crate::limits::Gate;
 pub use crate::meta::{Meta, Response};
@@ -78,12 +80,26 @@ struct HandleOptions {
     owns_pool: bool,
     /// A handle made for tracing (`observed`) records each attempt here.
     attempt_log: Option<Arc<AttemptLog>>,
+    /// A traced handle's span ids, current (`log_ids::current`) while its calls run.
+    log_ids: Option<Arc<log_ids::LogIds>>,
 }
 
 pub(crate) struct Endpoints {
     pub send: Uri,
     pub business_accounts: Uri,
     pub business_phone_numbers: Uri,
+}
+
+/// What a traced handle (`Client::observed`) records.
+#[derive(Clone, Debug, Default)]
+pub struct Observe {
+    /// Each attempt of its calls (not a campaign's: its log would grow with every message).
+    pub attempts: bool,
+    /// The share of a campaign's messages traced on their own, 0 to 1: their times and
+    /// attempts come back with their outcomes.
+    pub message_sample: f64,
+    /// The span ids its calls' log records name.
+    pub log_ids: Option<log_ids::LogIds>,
 }
 
 /// Per-call settings; `None` means "the client's".
@@ -96,6 +112,9 @@ pub struct CallOptions {
     pub idempotency_key: Option<String>,
     /// Shared by the calls of a batch: a `Retry-After` one call is given pauses them all.
     pub gate: Option<Arc<Gate>>,
+    /// Where this call's attempts are recorded instead of the handle's log: a campaign
+    /// message traced on its own (`AttemptLog::samples`).
+    pub attempt_log: Option<Arc<AttemptLog>>,
 }
 
 impl Client {
@@ -169,6 +188,7 @@ impl Client {
                 retry_observer: config.retry_observer,
                 owns_pool: true,
                 attempt_log: None,
+                log_ids: None,
             },
         })
     }
@@ -210,15 +230,14 @@ impl Client {
     }
 
     /// A handle for one traced call (or campaign): its requests carry `headers` (the trace
-    /// context, which the caller's propagator wrote) besides the client's, and each of its
-    /// attempts is recorded in the returned log. Trace headers are not checked against the
-    /// reserved names: a propagator writes only its own. `record`: whether attempts are
-    /// recorded (a campaign's are not: its log would grow with every message).
+    /// context, which the caller's propagator wrote) besides the client's, and it records in
+    /// the returned log what `observe` asks (see [`Observe`]). Trace headers are not checked
+    /// against the reserved names: a propagator writes only its own.
     pub fn observed(
         &self,
         headers: &[(String, String)],
-        record: bool,
-    ) -> Result<(Self, Option<Arc<AttemptLog>>)> {
+        observe: Observe,
+    ) -> Result<(Self, Arc<AttemptLog>)> {
         let mut options = self.options.clone();
         options.owns_pool = false;
         for (name, value) in headers {
@@ -230,8 +249,9 @@ impl Client {
             })?;
             options.headers.insert(name, value);
         }
-        let log = record.then(|| Arc::new(AttemptLog::default()));
-        options.attempt_log.clone_from(&log);
+        let log = Arc::new(AttemptLog::new(observe.attempts, observe.message_sample));
+        options.attempt_log = Some(Arc::clone(&log));
+        options.log_ids = observe.log_ids.map(Arc::new);
         Ok((
             Client {
                 shared: Arc::clone(&self.shared),
@@ -239,6 +259,17 @@ impl Client {
             },
             log,
         ))
+    }
+
+    /// The span ids of a handle made for tracing, for the records logged while its calls (or
+    /// its campaign) run.
+    pub fn log_ids(&self) -> Option<&Arc<log_ids::LogIds>> {
+        self.options.log_ids.as_ref()
+    }
+
+    /// The log of a handle made for tracing (`observed`).
+    pub fn attempt_log(&self) -> Option<&Arc<AttemptLog>> {
+        self.options.attempt_log.as_ref()
     }
 
     pub fn base_url(&self) -> &str {

@@ -12,6 +12,7 @@
 
 mod gate;
 mod local;
+mod outages;
 mod paces;
 mod redis;
 mod timeline;
@@ -25,6 +26,7 @@ use crate::error::Result;
 
 pub use gate::Gate;
 pub use local::LocalLimits;
+pub use outages::{ongoing as shared_state_outages_ongoing, total as shared_state_outages};
 pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
 pub use waited::{total_seconds as seconds_waited, Waiting};

@@ -137,5 +137,6 @@ pub(crate) fn call_options(
         },
         idempotency_key,
         gate: None,
+        attempt_log: None,
     })
 }

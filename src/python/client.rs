@@ -200,24 +200,39 @@ impl NativeClient {
     }
 
     /// A handle for one traced call or campaign (`bizmsg.instrumentation`): its requests carry
-    /// `headers_` (the trace context) and, with `record_attempts`, its attempts are recorded in
-    /// the returned log.
-    #[pyo3(signature = (*, headers_, record_attempts))]
+    /// `headers_` (the trace context); it records in the returned log each attempt with
+    /// `record_attempts`, a campaign's pauses, and which of a campaign's messages are traced on
+    /// their own (`message_sample`, 0 to 1: their times and attempts come with their outcomes,
+    /// `SendOutcome._take_trace`); `log_ids` (`(trace_id, span_id, sampled)`, hex as
+    /// `opentelemetry-instrumentation-logging` writes them) go on the records logged while its
+    /// calls or its campaign run.
+    #[pyo3(signature = (*, headers_, record_attempts, message_sample=0.0, log_ids=None))]
     fn observed(
         &self,
         py: Python<'_>,
         headers_: &Bound<'_, PyDict>,
         record_attempts: bool,
-    ) -> PyResult<(Self, Option<AttemptLog>)> {
+        message_sample: f64,
+        log_ids: Option<(String, String, bool)>,
+    ) -> PyResult<(Self, AttemptLog)> {
+        let observe = crate::client::Observe {
+            attempts: record_attempts,
+            message_sample,
+            log_ids: log_ids.map(|(trace_id, span_id, sampled)| crate::client::LogIds {
+                trace_id,
+                span_id,
+                sampled,
+            }),
+        };
         let (client, log) = headers(headers_)
-            .and_then(|headers| self.client.observed(&headers, record_attempts))
+            .and_then(|headers| self.client.observed(&headers, observe))
             .map_err(|e| to_py(py, e))?;
         Ok((
             NativeClient {
                 client,
                 warned_in_loop: Arc::clone(&self.warned_in_loop),
             },
-            log.map(|log| AttemptLog { log }),
+            AttemptLog { log },
         ))
     }
 

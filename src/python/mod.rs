@@ -55,6 +55,17 @@ fn seconds_waited_to_send() -> f64 {
     crate::limits::seconds_waited()
 }
 
+/// How many times a shared limits' store became unreachable in this process, and how many are
+/// unreachable now (`crate::limits::shared_state_outages`): the instrumentation's
+/// `bizmsg.shared_state.outages`.
+#[pyfunction]
+fn shared_state_outages() -> (u64, u64) {
+    (
+        crate::limits::shared_state_outages(),
+        crate::limits::shared_state_outages_ongoing(),
+    )
+}
+
 /// `SendResult.ok` for a result built in Python: the same rule as for a received one.
 #[pyfunction]
 fn is_success_code(code: &Bound<'_, PyAny>, success_codes: Vec<String>) -> bool {
@@ -77,14 +88,74 @@ fn install_logging(py: Python<'_>) -> PyResult<()> {
     }
     // Our lines down to DEBUG; other crates' (reqwest, rustls, ...) from WARN only, so their
     // debug and trace sites stay cheap and out of the application's logs.
-    if let Ok(handle) = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?
+    let logger = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?
         .filter(log::LevelFilter::Warn)
-        .filter_target("bizmsg".to_owned(), log::LevelFilter::Debug)
-        .install()
-    {
+        .filter_target("bizmsg".to_owned(), log::LevelFilter::Debug);
+    let handle = logger.reset_handle();
+    if log::set_boxed_logger(Box::new(WithTraceIds(logger))).is_ok() {
+        // The most any of its filters lets through (bizmsg's DEBUG), as `install` sets it.
+        log::set_max_level(log::LevelFilter::Debug);
         let _ = LOG_RESET.set(handle);
     }
     Ok(())
+}
+
+/// pyo3-log's logger, with the span ids of the traced call being run (`client::log_ids`)
+/// added to each record's fields, as `otelTraceID`, `otelSpanID` and `otelTraceSampled`: a
+/// record logged on one of the runtime's threads (an async call, a campaign), where Python
+/// has no current span, then still names the call's. Records of untraced calls are passed on
+/// as they are.
+struct WithTraceIds(pyo3_log::Logger);
+
+impl log::Log for WithTraceIds {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        log::Log::enabled(&self.0, metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        match crate::client::log_ids::current() {
+            None => log::Log::log(&self.0, record),
+            Some(ids) => {
+                let fields = IdsAfter {
+                    fields: record.key_values(),
+                    ids: &ids,
+                };
+                log::Log::log(&self.0, &record.to_builder().key_values(&fields).build());
+            }
+        }
+    }
+
+    fn flush(&self) {
+        log::Log::flush(&self.0);
+    }
+}
+
+/// A record's own fields, then the span ids.
+struct IdsAfter<'a> {
+    fields: &'a dyn log::kv::Source,
+    ids: &'a crate::client::LogIds,
+}
+
+impl log::kv::Source for IdsAfter<'_> {
+    fn visit<'kvs>(
+        &'kvs self,
+        visitor: &mut dyn log::kv::VisitSource<'kvs>,
+    ) -> Result<(), log::kv::Error> {
+        use log::kv::{Key, Value};
+        self.fields.visit(visitor)?;
+        visitor.visit_pair(
+            Key::from_str("otelTraceID"),
+            Value::from(self.ids.trace_id.as_str()),
+        )?;
+        visitor.visit_pair(
+            Key::from_str("otelSpanID"),
+            Value::from(self.ids.span_id.as_str()),
+        )?;
+        visitor.visit_pair(
+            Key::from_str("otelTraceSampled"),
+            Value::from(self.ids.sampled),
+        )
+    }
 }
 
 /// Forgets the logging levels pyo3-log cached, so a level set after the first call applies.
@@ -115,6 +186,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_function(wrap_pyfunction!(mask_phone, module)?)?;
     module.add_function(wrap_pyfunction!(seconds_waited_to_send, module)?)?;
+    module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

@@ -5,6 +5,7 @@ any attribute or event. With the SDK's in-memory exporter and metric reader."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
+from bizmsg import _native  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
@@ -242,6 +244,17 @@ def test_a_campaign_with_a_pause(otel: Otel, sandbox: Sandbox, sender: Number) -
     messages_metric = {p.attributes["bizmsg.outcome"]: p.value
                        for p in otel.metrics()["bizmsg.messages"]}
     assert messages_metric == {"sent": 6, "rejected": 1}
+    # The 429's Retry-After paused the campaign: an event at the time Rust decided it.
+    [pause] = [e for e in campaign.events if e.name == "bizmsg.campaign.pause"]
+    assert pause.attributes is not None
+    assert pause.attributes["bizmsg.pause.reason"] == "retry_after"
+    assert pause.attributes["bizmsg.pause.seconds"] == pytest.approx(0.2)
+    assert pause.attributes["http.response.status_code"] == 429
+    assert (campaign.start_time or 0) <= pause.timestamp <= (campaign.end_time or 0)
+    # Message spans were not asked for: the campaign is one span, no attempt is recorded, and
+    # no outcome carries a trace.
+    assert otel.named("send") == [] and otel.named(SEND) == []
+    assert all(o._take_trace() is None for o in result.outcomes)
 
 
 def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
@@ -255,6 +268,204 @@ def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
     [campaign] = otel.named("send_many")
     assert "bizmsg.campaign.stop" in [e.name for e in campaign.events]
     assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.stop_reason"]
+
+
+def test_a_platform_throttling_code_is_a_pause_event(otel: Otel, sandbox: Sandbox,
+                                                     sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    sandbox.inject("send", status=200, body=json.dumps(
+        {"smsId": None, "status": "FAILED", "code": "130429", "msg": "throughput"}))
+    with sandbox.client() as client:
+        result = client.messages.send_many(
+            [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)],
+            concurrency=1)
+    assert result.counts["sent"] == 1
+    [campaign] = otel.named("send_many")
+    [pause] = [e for e in campaign.events if e.name == "bizmsg.campaign.pause"]
+    assert pause.attributes is not None
+    assert pause.attributes["bizmsg.pause.reason"] == "throttled"
+    assert pause.attributes["bizmsg.commit.code"] == "130429"
+    assert pause.attributes["bizmsg.pause.seconds"] > 0
+    # The sender's throughput code holds that sender only: named, masked.
+    assert pause.attributes["messaging.destination.name"] == _native.mask_phone(sender.digits)
+
+
+@pytest.fixture
+def otel_messages(request: pytest.FixtureRequest) -> Iterator[Otel]:
+    """Instrumented with message spans: ``campaign_message_spans`` from the test's parameter
+    (``True`` unless parametrized)."""
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                            meter_provider=telemetry.meter_provider,
+                            campaign_message_spans=getattr(request, "param", True))
+    yield telemetry
+    instrumentor.uninstrument()
+
+
+def _by_parent(spans: list[ReadableSpan]) -> dict[int, list[ReadableSpan]]:
+    children: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        if span.parent is not None:
+            children.setdefault(span.parent.span_id, []).append(span)
+    return children
+
+
+def test_message_spans_of_a_campaign(otel_messages: Otel, sandbox: Sandbox,
+                                     sender: Number) -> None:
+    """With ``campaign_message_spans=True``: a span per message under the campaign's, built from
+    the times Rust took, with its outcome; a CLIENT span per attempt under it (the retried one
+    has two), and ``http.client.request.duration`` for each attempt."""
+    otel = otel_messages
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(4)]
+    messages.append(bizmsg.Message(to="447700900199", from_="14155550199", template=template))
+    sandbox.inject("send", status=429, headers={"Retry-After": "0"})
+    with sandbox.client(max_retries=2) as client:
+        result = client.messages.send_many(messages, concurrency=1)
+    assert result.counts == {"sent": 4, "rejected": 1, "unknown": 0, "failed": 0,
+                             "skipped": 0}
+    [campaign] = otel.named("send_many")
+    children = _by_parent(otel.spans())
+    sends = children[campaign.context.span_id]
+    assert sorted(s.name for s in sends) == ["send"] * 5
+    by_index = {s.attributes["bizmsg.campaign.message.index"]: s for s in sends
+                if s.attributes is not None}
+    for outcome in result.outcomes:
+        span = by_index[outcome.index]
+        assert span.kind is SpanKind.PRODUCER and span.attributes is not None
+        assert span.attributes["bizmsg.outcome"] == outcome.status
+        assert span.attributes["bizmsg.idempotency_key"] == outcome.idempotency_key
+        assert span.attributes["bizmsg.recipient"] == _native.mask_phone(
+            messages[outcome.index].to)
+        assert span.attributes["messaging.destination.name"] == _native.mask_phone(
+            messages[outcome.index].from_)
+        assert (campaign.start_time or 0) <= (span.start_time or 0) <= (span.end_time or 0)
+        assert (span.end_time or 0) <= (campaign.end_time or 0)
+        attempts = children[span.context.span_id]
+        assert {a.name for a in attempts} == {SEND}
+        assert all(a.kind is SpanKind.CLIENT for a in attempts)
+        assert all((span.start_time or 0) <= (a.start_time or 0) <= (a.end_time or 0)
+                   <= (span.end_time or 0) for a in attempts)
+        if outcome.status == "sent":
+            assert outcome.result is not None
+            assert span.attributes["messaging.message.id"] == str(outcome.result.sms_id)
+            assert span.status.status_code is StatusCode.UNSET
+        else:
+            assert span.status.status_code is StatusCode.ERROR
+            assert span.attributes["error.type"] == "SendRejectedError"
+            assert "bizmsg.commit.code" in span.attributes
+            assert [e.name for e in span.events] == ["exception"]
+    # The first message was answered 429 and sent again: two attempts under its span.
+    first = sorted(children[by_index[0].context.span_id], key=lambda a: a.start_time or 0)
+    assert [a.attributes["http.response.status_code"] for a in first
+            if a.attributes is not None] == [429, 200]
+    assert first[1].attributes is not None
+    assert first[1].attributes["http.request.resend_count"] == 1
+    metrics = otel.metrics()
+    assert sum(p.count for p in metrics["http.client.request.duration"]) == 6
+    [retry] = metrics["bizmsg.retries"]
+    assert retry.value == 1
+    # Each trace was taken once, as its batch arrived: the outcomes kept hold none.
+    assert all(o._take_trace() is None for o in result.outcomes)
+
+
+@pytest.mark.parametrize("otel_messages", [0.25], indirect=True)
+def test_a_share_of_a_campaigns_messages_get_spans(otel_messages: Otel, sandbox: Sandbox,
+                                                   sender: Number) -> None:
+    otel = otel_messages
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"447700900{i:03d}", from_=sender.digits, template=template)
+                for i in range(200)]
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages, concurrency=8)
+    assert result.counts["sent"] == 200
+    traced = len(otel.named("send"))
+    assert 20 <= traced <= 80, traced
+    assert len(otel.named(SEND)) == traced
+
+
+def test_message_spans_of_send_many_iter_and_on_result_still_called(
+        otel_messages: Otel, sandbox: Sandbox, sender: Number) -> None:
+    otel = otel_messages
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    batches: list[int] = []
+    with sandbox.client() as client:
+        outcomes = list(client.messages.send_many_iter(
+            messages, on_result=lambda batch: batches.append(len(batch))))
+    assert len(outcomes) == 3 and sum(batches) == 3
+    [campaign] = otel.named("send_many_iter")
+    sends = otel.named("send")
+    assert len(sends) == 3
+    assert all(s.parent is not None and s.parent.span_id == campaign.context.span_id
+               for s in sends)
+
+
+async def test_message_spans_of_an_async_campaign(otel_messages: Otel, sandbox: Sandbox,
+                                                  sender: Number) -> None:
+    otel = otel_messages
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    async with sandbox.async_client() as client:
+        result = await client.messages.send_many(messages)
+    assert result.counts["sent"] == 3
+    [campaign] = otel.named("send_many")
+    sends = otel.named("send")
+    assert len(sends) == 3 and len(otel.named(SEND)) == 3
+    assert all(s.parent is not None and s.parent.span_id == campaign.context.span_id
+               for s in sends)
+
+
+def test_a_fault_building_message_spans_does_not_stop_the_campaign(
+        otel_messages: Otel, sandbox: Sandbox, sender: Number,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from bizmsg.instrumentation import _campaigns
+
+    def broken(self: Any, batch: list[Any]) -> None:
+        raise RuntimeError("broken exporter")
+
+    monkeypatch.setattr(_campaigns._MessageSpans, "record", broken)
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages)
+    assert result.counts["sent"] == 3
+    assert any("could not be built" in r.getMessage() for r in caplog.records)
+    [campaign] = otel_messages.named("send_many")
+    assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.sent"] == 3
+
+
+def test_campaign_message_spans_must_be_a_flag_or_a_share() -> None:
+    for wrong in (2, -0.1, "yes"):
+        with pytest.raises(ValueError, match="campaign_message_spans"):
+            BizmsgInstrumentor().instrument(tracer_provider=TracerProvider(),
+                                            campaign_message_spans=wrong)
+        BizmsgInstrumentor().uninstrument()
+
+
+def test_shared_state_outages_are_counted(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    """A shared limits' store that cannot be reached (nothing listens on its port: a single
+    send looks its sender's pace up there) is an outage, counted in Rust where it is logged,
+    and read when the metrics are collected."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = _native.shared_state_outages()[0]
+    with sandbox.client(shared_limits=f"redis://127.0.0.1:{port}/0?wait=0.5",
+                        timeout=5) as client:
+        with pytest.raises((bizmsg.SharedStateError, bizmsg.TimeoutError)):
+            client.messages.send_template(
+                to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [point] = otel.metrics()["bizmsg.shared_state.outages"]
+    assert point.value >= before + 1
+    assert "bizmsg.shared_state.unreachable" in otel.metrics()
 
 
 def test_seconds_waited_for_pacing_slots(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
@@ -296,26 +507,65 @@ def test_a_sync_calls_log_records_carry_its_trace_ids(
         assert record.otelServiceName == service
 
 
-async def test_records_logged_on_the_runtimes_threads_carry_no_ids(
+async def test_records_logged_on_the_runtimes_threads_carry_their_calls_ids(
     otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, aclient: bizmsg.AsyncClient,
     sandbox: Sandbox, sender: Number
 ) -> None:
-    # An async call's requests run on tokio's threads, which see no Python context: the
-    # records get the "no span" values the logging instrumentation would give them.
+    # An async call's requests and a campaign run on tokio's threads, which see no Python
+    # context: the ids are the ones the call's handle was given, put on the records by Rust.
     await aclient.messages.send_template(
         to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
+    [send] = otel.named("send")
+    attempts = _send_records(bizmsg_logs)
+    assert attempts and all(r.thread != threading.get_ident() for r in attempts)
     template = bizmsg.Template(name="n", parameters=["p"], language="en")
     with sandbox.client() as client:
         client.messages.send_many(
             [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)],
             campaign_id="otel-logs")
-    campaign = [r for r in bizmsg_logs.records
-                if r.name == "bizmsg" and getattr(r, "campaign_id", None) == "otel-logs"]
-    records = _send_records(bizmsg_logs) + campaign
-    assert len(records) >= 4  # two attempts, the campaign's start and end
+    [campaign] = otel.named("send_many")
+    ends = [r for r in bizmsg_logs.records
+            if r.name == "bizmsg" and getattr(r, "campaign_id", None) == "otel-logs"]
+    assert len(ends) >= 2  # the campaign's start and end
+    campaign_attempts = _send_records(bizmsg_logs)[len(attempts):]
+    assert campaign_attempts
+    service = otel.tracer_provider.resource.attributes["service.name"]
+    for span, records in ((send, attempts), (campaign, ends + campaign_attempts)):
+        for record in records:
+            assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == (
+                f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}", True)
+            assert record.otelServiceName == service
+
+
+def test_records_of_pages_read_ahead_carry_the_ids_of_the_span_iter_was_called_in(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, client: bizmsg.Client
+) -> None:
+    with otel.tracer.start_as_current_span("request") as request:
+        pages = client.business_phone_numbers.iter(limit=3)
+    assert len(list(pages)) == 3  # read outside the span: the ids are still the request's
+    records = [r for r in bizmsg_logs.records
+               if getattr(r, "path", None) == "/v1/chat/businessPhoneNumber"]
+    assert records
     for record in records:
-        assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == (
-            "0", "0", False)
+        assert (record.otelTraceID, record.otelSpanID) == (
+            f"{request.get_span_context().trace_id:032x}",
+            f"{request.get_span_context().span_id:016x}")
+
+
+def test_records_of_an_untraced_client_carry_no_ids_while_instrumented(
+    otel: Otel, bizmsg_logs: pytest.LogCaptureFixture, sandbox: Sandbox, sender: Number
+) -> None:
+    # A record logged on tokio's threads outside any traced call: the "no span" values the
+    # logging instrumentation would give it. (The native client's own call is not traced.)
+    async def untraced(client: bizmsg.Client) -> None:
+        await client._native.send_async(
+            to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en",
+            raw=False, timeout=None, max_retries=None, idempotency_key=None)
+
+    with sandbox.client() as client:
+        asyncio.run(untraced(client))
+    [record] = _send_records(bizmsg_logs)
+    assert (record.otelTraceID, record.otelSpanID, record.otelTraceSampled) == ("0", "0", False)
 
 
 def test_uninstrument_takes_the_ids_off_the_records(
@@ -353,6 +603,17 @@ def test_uninstrument_stops_everything(sandbox: Sandbox, client: bizmsg.Client,
 def test_no_token_and_no_whole_number_in_any_attribute_or_event(
     otel: Otel, sandbox: Sandbox, sender: Number
 ) -> None:
+    _no_token_and_no_whole_number(otel, sandbox, sender)
+
+
+def test_no_token_and_no_whole_number_in_message_spans(
+    otel_messages: Otel, sandbox: Sandbox, sender: Number
+) -> None:
+    _no_token_and_no_whole_number(otel_messages, sandbox, sender)
+    assert len(otel_messages.named("send")) == 4  # two single sends, two campaign messages
+
+
+def _no_token_and_no_whole_number(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
     template = bizmsg.Template(name="n", parameters=["p"], language="en")
     sandbox.inject("send", status=503, headers={"Retry-After": "0"})
     with sandbox.client() as client:
@@ -362,7 +623,8 @@ def test_no_token_and_no_whole_number_in_any_attribute_or_event(
             client.messages.send_template(
                 to=RECIPIENT, from_="14155550199", name="n", parameters="p", language="en")
         client.messages.send_many(
-            [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template)] * 2)
+            [bizmsg.Message(to=RECIPIENT, from_=sender.digits, template=template),
+             bizmsg.Message(to=RECIPIENT, from_="14155550199", template=template)])
     everything = []
     for span in otel.spans():
         everything.append(repr(dict(span.attributes or {})))
@@ -409,3 +671,38 @@ def test_auto_instrumentation_through_opentelemetry_instrument(sandbox: Sandbox,
     assert '"name": "send"' in done.stdout and f'"name": "{SEND}"' in done.stdout
     [received] = sandbox.requests()
     assert "traceparent" in received["headers"]
+
+
+async def test_an_async_send_many_iter_is_counted_by_batches(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    messages.append(bizmsg.Message(to="447700900199", from_="14155550199", template=template))
+    batches: list[int] = []
+    async with sandbox.async_client() as client:
+        statuses = [o.status async for o in client.messages.send_many_iter(
+            messages, on_result=lambda batch: batches.append(len(batch)))]
+    assert sorted(statuses) == ["rejected", "sent", "sent", "sent"] and sum(batches) == 4
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["bizmsg.campaign.rejected"] == 1
+    assert campaign.attributes["messaging.batch.message_count"] == 4
+    messages_metric = {p.attributes["bizmsg.outcome"]: p.value
+                       for p in otel.metrics()["bizmsg.messages"]}
+    assert messages_metric == {"sent": 3, "rejected": 1}
+
+
+def test_a_sync_send_many_iter_is_counted_from_its_result(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages)
+        assert len(list(outcomes)) == 3
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["messaging.batch.message_count"] == 3

@@ -29,11 +29,26 @@ def _headers() -> dict[str, str]:
     return carrier
 
 
-def observed_resource(resource: Any, record_attempts: bool
-                      ) -> tuple[Any, _native.AttemptLog | None]:
-    """A copy of ``resource`` on a handle whose requests carry the current trace context."""
+def _log_ids() -> tuple[str, str, bool] | None:
+    """The current span's ids, for the records Rust logs while the call runs (on whatever
+    thread: ``_logs.py`` reads them there), as ``opentelemetry-instrumentation-logging`` writes
+    them."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return (format(context.trace_id, "032x"), format(context.span_id, "016x"),
+            context.trace_flags.sampled)
+
+
+def observed_resource(resource: Any, record_attempts: bool, message_sample: float = 0.0
+                      ) -> tuple[Any, _native.AttemptLog]:
+    """A copy of ``resource`` on a handle whose requests carry the current trace context, and
+    the log its attempts (``record_attempts``), a campaign's pauses and the traces of a
+    campaign's messages (a share of them, ``message_sample``) are recorded in."""
     native, log = resource._native.observed(headers_=_headers(),
-                                            record_attempts=record_attempts)
+                                            record_attempts=record_attempts,
+                                            message_sample=message_sample,
+                                            log_ids=_log_ids())
     copy: Any = object.__new__(resource.__class__)
     copy._native = native
     return copy, log
@@ -114,9 +129,8 @@ class _Call:
                 outcome = _failed(self.telemetry, self.span, error)
             elif self.is_send:
                 _sent(self.span, result)
-            if self.log is not None:
-                _attempts.record(self.telemetry, self.span, self.server, self.log.take(),
-                                 self.transport)
+            _attempts.record(self.telemetry, self.span, self.server, self.log.take(),
+                             self.transport)
             if self.is_send:
                 self.telemetry.messages.add(1, {"bizmsg.outcome": outcome})
         finally:
@@ -187,7 +201,6 @@ def sync_iter(telemetry: Telemetry, wrapped: Callable[..., Iterator[Any]], name:
         parent = trace.get_current_span()
         server, transport = _server(self), self._native.transport
         resource, log = observed_resource(self, record_attempts=True)
-        assert log is not None
         items = wrapped(resource, *args, **kwargs)
 
         def pages() -> Iterator[Any]:
@@ -210,7 +223,6 @@ def async_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterator[Any]],
         parent = trace.get_current_span()
         server, transport = _server(self), self._native.transport
         resource, log = observed_resource(self, record_attempts=True)
-        assert log is not None
         items = wrapped(resource, *args, **kwargs)
 
         async def pages() -> AsyncIterator[Any]:

@@ -1,27 +1,161 @@
 """The span of a campaign (``send_many``, ``send_many_iter``): one for the run, under the
-caller's span, with the counts per outcome, the pace and the stop reason as attributes and the
-campaign's warnings and its stop as events. Every request of the campaign carries the run span's
-trace context: the campaign's handle is made for it (``NativeClient.observed``) before Rust
-starts it, so nothing is done in Python per message. Its attempts are not recorded (the log
-would grow with each message): the per-message spans and the per-attempt metrics of campaigns
-are not built yet (docs/observability.md)."""
+caller's span, with the counts per outcome, the pace and the stop reason as attributes, and the
+campaign's pauses, warnings and stop as events. Every request of the campaign carries the run
+span's trace context: the campaign's handle is made for it (``NativeClient.observed``) before
+Rust starts it, so nothing is done in Python per message. The pauses are recorded in Rust (on
+the handle's log, a bounded number) and become events when the campaign ends.
+
+With ``instrument(campaign_message_spans=...)``, each message (or a share of them) also gets a
+span under the run's, with a CLIENT span per attempt under it: Rust records the message's times
+and attempts and hands them back with its outcome, and the spans are built a batch of outcomes
+at a time, as the batch arrives (the campaign's ``on_result`` is wrapped for it). Without it, no
+message is traced and nothing is done per message: the counts come from the campaign's result
+(``send_many``, a sync ``send_many_iter``'s return value), or, for an async
+``send_many_iter``, whose result the caller never sees, from its batches, counted in C as they
+arrive (each outcome still passes through the wrapping async generator)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+import logging
+import operator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .. import _native
 from .._campaign.results import STATUSES
-from . import _calls
+from . import _attempts, _calls
 from ._telemetry import Telemetry
 
+_STATUS = operator.attrgetter("status")
 
-def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
-           ) -> tuple[trace.Span, Any, Any]:
+#: The outcomes whose span is an error.
+_ERRORS = frozenset(("rejected", "unknown", "failed"))
+
+
+class _Batches:
+    """The ``on_result`` of a traced campaign that needs each batch of outcomes: builds the
+    spans of the batch's traced messages (``spans``) and counts the batch by status
+    (``counts``: an async ``send_many_iter``, whose result the caller never sees), then calls
+    the caller's own ``on_result`` (if any). A batch handed out again (after an interruption,
+    the same list) is neither counted nor traced twice (a message's trace is taken once)."""
+
+    def __init__(self, on_result: Callable[[list[Any]], object] | None,
+                 spans: _MessageSpans | None, counts: Counter[str] | None) -> None:
+        self.on_result = on_result
+        self.spans = spans
+        self.counts = counts
+        self.last: list[Any] | None = None
+
+    def __call__(self, batch: list[Any]) -> object:
+        if batch is not self.last:
+            self.last = batch
+            if self.counts is not None:
+                # map() and attrgetter: counted in C, as the campaign's collector counts.
+                self.counts.update(map(_STATUS, batch))
+            if self.spans is not None:
+                try:
+                    self.spans.record(batch)
+                except Exception:
+                    # A fault of the instrumentation (or of the SDK) must not stop the
+                    # campaign, as an exception from on_result would.
+                    logging.getLogger("bizmsg").warning(
+                        "bizmsg.instrumentation: the spans of a batch of campaign outcomes "
+                        "could not be built", exc_info=True)
+        if self.on_result is not None:
+            return self.on_result(batch)
+        return None
+
+
+class _MessageSpans:
+    """The spans of a campaign's traced messages, built a batch of outcomes at a time."""
+
+    def __init__(self, telemetry: Telemetry, parent: trace.Span, resource: Any,
+                 log: _native.AttemptLog) -> None:
+        self.telemetry = telemetry
+        self.parent = parent
+        self.context = trace.set_span_in_context(parent)
+        self.server = _attempts.Server(resource._native.base_url)
+        self.transport: str = resource._native.transport
+        self.log = log
+
+    def record(self, batch: list[Any]) -> None:
+        _pauses(self.parent, self.log)
+        telemetry = self.telemetry
+        for outcome in batch:
+            traced = outcome._take_trace()
+            if traced is None:
+                continue
+            start, end, recipient, sender, sms_id, code, attempts = traced
+            status = outcome.status
+            attributes: dict[str, str | int] = {
+                "messaging.system": "bizmsg", "messaging.operation.type": "send",
+                "messaging.operation.name": "send", "bizmsg.recipient": recipient,
+                "messaging.destination.name": sender,
+                "bizmsg.outcome": status, "bizmsg.campaign.message.index": outcome.index,
+            }
+            key = outcome.idempotency_key
+            if key is not None:
+                attributes["bizmsg.idempotency_key"] = key
+            if sms_id is not None:
+                attributes["messaging.message.id"] = sms_id
+            if code is not None:
+                attributes["bizmsg.commit.code"] = code
+            span = telemetry.tracer.start_span("send", context=self.context,
+                                               kind=SpanKind.PRODUCER, attributes=attributes,
+                                               start_time=start)
+            if status in _ERRORS:
+                error = outcome.error
+                if error is not None:
+                    span.record_exception(error, timestamp=end)
+                    span.set_attribute("error.type", type(error).__qualname__)
+                    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                else:  # pragma: no cover - every such outcome has its error
+                    span.set_status(Status(StatusCode.ERROR, status))
+            _attempts.record(telemetry, span, self.server, attempts, self.transport)
+            span.end(end_time=end)
+
+
+def _pauses(span: trace.Span, log: _native.AttemptLog) -> None:
+    """The campaign's pauses recorded since the last look, as events at their own times."""
+    for at, seconds, reason, status, code, sender in log.take_pauses():
+        attributes: dict[str, str | int | float] = {"bizmsg.pause.reason": reason}
+        if seconds is not None:
+            attributes["bizmsg.pause.seconds"] = seconds
+        if status is not None:
+            attributes["http.response.status_code"] = status
+        if code is not None:
+            attributes["bizmsg.commit.code"] = code
+        if sender is not None:
+            attributes["messaging.destination.name"] = sender
+        span.add_event("bizmsg.campaign.pause", attributes, timestamp=at)
+
+
+class _Started:
+    """A campaign's span as it started: the span, its scope, the handle the campaign runs on
+    (and its log), the options it runs with (``on_result`` wrapped, ``_Batches``, for message
+    spans or counts) and the counts by status kept from the batches (or ``None``)."""
+
+    __slots__ = ("span", "scope", "observed", "log", "options", "counts")
+
+    def __init__(self, span: trace.Span, scope: Any, observed: Any, log: _native.AttemptLog,
+                 options: dict[str, Any], counts: Counter[str] | None) -> None:
+        self.span = span
+        self.scope = scope
+        self.observed = observed
+        self.log = log
+        self.options = options
+        self.counts = counts
+
+
+def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
+           count: bool = False) -> _Started:
+    """``count``: count the outcomes by status from the batches (a campaign whose result the
+    wrapper never sees)."""
     attributes: dict[str, str | int | float] = {
         "messaging.system": "bizmsg", "messaging.operation.type": "send",
         "messaging.operation.name": name,
@@ -37,14 +171,33 @@ def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, An
     span = telemetry.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
     scope = trace.use_span(span, end_on_exit=False)
     scope.__enter__()
-    observed, _ = _calls.observed_resource(resource, record_attempts=False)
-    telemetry.in_flight.add(1)
-    return span, scope, observed
-
-
-def _finish(telemetry: Telemetry, span: trace.Span, scope: Any, counts: dict[str, int],
-            result: Any = None, error: BaseException | None = None) -> None:
+    # Messages are traced only under a span that is recorded (a sampled-out campaign's
+    # messages would be too).
+    share = telemetry.message_sample if span.is_recording() else 0.0
     try:
+        observed, log = _calls.observed_resource(resource, record_attempts=False,
+                                                 message_sample=share)
+    except BaseException:
+        scope.__exit__(None, None, None)
+        span.end()
+        raise
+    spans = _MessageSpans(telemetry, span, resource, log) if share > 0 else None
+    counts: Counter[str] | None = Counter() if count else None
+    if spans is not None or counts is not None:
+        options = {**options, "on_result": _Batches(options.get("on_result"), spans, counts)}
+    telemetry.in_flight.add(1)
+    return _Started(span, scope, observed, log, options, counts)
+
+
+def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
+            error: BaseException | None = None, scope: Any = None) -> None:
+    span = started.span
+    counts: dict[str, int] = dict(started.counts or {})
+    try:
+        _pauses(span, started.log)
+        dropped = started.log.pauses_dropped
+        if dropped:
+            span.set_attribute("bizmsg.campaign.pauses_dropped", dropped)
         result = result if result is not None else getattr(error, "bulk_result", None)
         if result is not None and hasattr(result, "counts"):
             counts = dict(result.counts)
@@ -67,7 +220,7 @@ def _finish(telemetry: Telemetry, span: trace.Span, scope: Any, counts: dict[str
             span.set_attribute("error.type", type(error).__qualname__)
     finally:
         telemetry.in_flight.add(-1)
-        scope.__exit__(None, None, None)
+        (scope or started.scope).__exit__(None, None, None)
         span.end()
 
 
@@ -75,13 +228,13 @@ def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
                   ) -> Callable[..., Any]:
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> Any:
-        span, scope, observed = _start(telemetry, self, name, options)
+        started = _start(telemetry, self, name, options)
         try:
-            result = wrapped(observed, messages, **options)
+            result = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, span, scope, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, span, scope, {}, result)
+        _finish(telemetry, started, result)
         return result
 
     return traced
@@ -91,44 +244,44 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
                    ) -> Callable[..., Any]:
     @functools.wraps(wrapped)
     async def traced(self: Any, messages: Any, **options: Any) -> Any:
-        span, scope, observed = _start(telemetry, self, name, options)
+        started = _start(telemetry, self, name, options)
         try:
-            result = await wrapped(observed, messages, **options)
+            result = await wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, span, scope, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, span, scope, {}, result)
+        _finish(telemetry, started, result)
         return result
 
     return traced
 
 
-def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Iterator[Any]], name: str
-                       ) -> Callable[..., Iterator[Any]]:
+def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[Any, None, Any]],
+                       name: str) -> Callable[..., Generator[Any, None, Any]]:
     @functools.wraps(wrapped)
-    def traced(self: Any, messages: Any, **options: Any) -> Iterator[Any]:
-        span, scope, observed = _start(telemetry, self, name, options)
+    def traced(self: Any, messages: Any, **options: Any) -> Generator[Any, None, Any]:
+        started = _start(telemetry, self, name, options)
         # The span is current while the campaign starts (its requests take the context then);
         # the caller's own context comes back for the loop over the outcomes.
         try:
-            outcomes = wrapped(observed, messages, **options)
+            outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, span, scope, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
         finally:
-            scope.__exit__(None, None, None)
+            started.scope.__exit__(None, None, None)
         ended = _NoScope()
 
-        def counted() -> Iterator[Any]:
-            counts: dict[str, int] = {}
+        def counted() -> Generator[Any, None, Any]:
+            # Delegated (nothing per outcome here; a .throw() reaches the campaign's generator,
+            # as the CLI's Ctrl-C needs), and the counts read from the result it returns.
             try:
-                for outcome in outcomes:
-                    counts[outcome.status] = counts.get(outcome.status, 0) + 1
-                    yield outcome
+                result = yield from outcomes
             except BaseException as error:
-                _finish(telemetry, span, ended, counts, error=error)
+                _finish(telemetry, started, error=error, scope=ended)
                 raise
-            _finish(telemetry, span, ended, counts)
+            _finish(telemetry, started, result, scope=ended)
+            return result
 
         return counted()
 
@@ -139,26 +292,25 @@ def async_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterat
                         name: str) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> AsyncIterator[Any]:
-        span, scope, observed = _start(telemetry, self, name, options)
+        started = _start(telemetry, self, name, options, count=True)
         try:
-            outcomes = wrapped(observed, messages, **options)
+            outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, span, scope, {}, error=error)
+            _finish(telemetry, started, error=error)
             raise
         finally:
-            scope.__exit__(None, None, None)
+            started.scope.__exit__(None, None, None)
         ended = _NoScope()
 
         async def counted() -> AsyncIterator[Any]:
-            counts: dict[str, int] = {}
+            # The outcomes are counted a batch at a time (``_Batches``), not here.
             try:
                 async for outcome in outcomes:
-                    counts[outcome.status] = counts.get(outcome.status, 0) + 1
                     yield outcome
             except BaseException as error:
-                _finish(telemetry, span, ended, counts, error=error)
+                _finish(telemetry, started, error=error, scope=ended)
                 raise
-            _finish(telemetry, span, ended, counts)
+            _finish(telemetry, started, scope=ended)
 
         return counted()
 

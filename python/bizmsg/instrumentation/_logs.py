@@ -7,8 +7,10 @@ A filter on the ``bizmsg`` logger, there only while instrumented. It reads the c
 of the thread that logs: pyo3-log hands a Rust record to ``logging`` on the thread where Rust
 logged it. A sync call runs its requests on the caller's thread, where the call's span is
 current, so its records carry the call's ids. Records logged on the runtime's threads (an async
-call's attempts, a campaign's, the pages ``iter()`` reads ahead) see no Python context and get
-``"0"``, as that package's own factory would give them.
+call's attempts, a campaign's, the pages ``iter()`` reads ahead) see no Python context: Rust
+puts the ids of the traced call it was running on them (the handle made for the call was given
+them, ``_calls.observed_resource``), and the filter keeps those. A record with neither gets
+``"0"``, as that package's own factory would give it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ class TraceIds:
             fields["otelSpanID"] = format(context.span_id, "016x")
             fields["otelTraceID"] = format(context.trace_id, "032x")
             fields["otelTraceSampled"] = context.trace_flags.sampled
-        elif "otelTraceID" not in fields:
+        elif "otelTraceID" in fields:
+            # Put there by Rust: the ids of the traced call or campaign it was running (a
+            # record logged on one of the runtime's threads), its fields written as text.
+            sampled = fields.get("otelTraceSampled")
+            if isinstance(sampled, str):
+                fields["otelTraceSampled"] = sampled == "true"
+        else:
             fields["otelSpanID"] = "0"
             fields["otelTraceID"] = "0"
             fields["otelTraceSampled"] = False

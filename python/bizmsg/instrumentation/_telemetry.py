@@ -30,6 +30,30 @@ def _pacing_wait(options: metrics.CallbackOptions) -> Iterable[metrics.Observati
     return [metrics.Observation(_native.seconds_waited_to_send())]
 
 
+def _outages(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    # Counted in Rust where the shared limits' store is found unreachable (once an outage).
+    if not observing:
+        return []
+    return [metrics.Observation(_native.shared_state_outages()[0])]
+
+
+def _unreachable(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    if not observing:
+        return []
+    return [metrics.Observation(_native.shared_state_outages()[1])]
+
+
+def message_share(value: object) -> float:
+    """``campaign_message_spans=``: ``True`` (every message), ``False`` (none, the default) or
+    the share of messages traced, from 0 to 1."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)) and 0 <= value <= 1:
+        return float(value)
+    raise ValueError(f"campaign_message_spans must be True, False or a share from 0 to 1, "
+                     f"got {value!r}")
+
+
 @dataclass(frozen=True)
 class Telemetry:
     tracer: trace.Tracer
@@ -39,9 +63,14 @@ class Telemetry:
     throttled: metrics.Counter
     in_flight: metrics.UpDownCounter
     pacing_wait: metrics.ObservableCounter
+    outages: metrics.ObservableCounter
+    unreachable: metrics.ObservableUpDownCounter
+    #: The share of a campaign's messages that get a span of their own (0: none).
+    message_sample: float = 0.0
 
 
-def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
+def make(tracer_provider: Any, meter_provider: Any, version: str,
+         message_sample: float = 0.0) -> Telemetry:
     tracer = trace.get_tracer(SCOPE, version, tracer_provider=tracer_provider)
     meter = metrics.get_meter(SCOPE, version, meter_provider=meter_provider)
     return Telemetry(
@@ -66,4 +95,12 @@ def make(tracer_provider: Any, meter_provider: Any, version: str) -> Telemetry:
             "bizmsg.pacing.wait", callbacks=[_pacing_wait], unit="s",
             description="Seconds this process's sends waited for their pacing slots and "
                         "pauses, since the process started."),
+        outages=meter.create_observable_counter(
+            "bizmsg.shared_state.outages", callbacks=[_outages], unit="{outage}",
+            description="Times the shared limits' store (Redis) became unreachable, since "
+                        "the process started."),
+        unreachable=meter.create_observable_up_down_counter(
+            "bizmsg.shared_state.unreachable", callbacks=[_unreachable], unit="{store}",
+            description="Shared limits' stores unreachable now."),
+        message_sample=message_sample,
     )

@@ -116,12 +116,11 @@ impl<P: Send + 'static> Campaign<P> {
         let (input, input_rx) = mpsc::unbounded_channel();
         let (events_tx, events) = mpsc::unbounded_channel();
         let control = Arc::new(Control::new());
-        let task = runtime.spawn(run(
-            client,
-            options,
-            input_rx,
-            events_tx,
-            Arc::clone(&control),
+        // A traced campaign's records (its start and end, its warnings) name its span.
+        let ids = client.log_ids().cloned();
+        let task = runtime.spawn(crate::client::log_ids::within(
+            ids,
+            run(client, options, input_rx, events_tx, Arc::clone(&control)),
         ));
         Ok(Campaign::new(input, events, control, task))
     }

@@ -6,6 +6,7 @@ use crate::campaign::admit::{held_elsewhere, AfterLostClaim};
 use crate::campaign::journal::{row_of, Claimed, Journaling};
 use crate::campaign::outcome::Outcome;
 use crate::campaign::send::{stops_the_campaign, Finished};
+use crate::client::PauseRecord;
 use crate::error::Result;
 
 impl<P: Send + 'static> Engine<P> {
@@ -59,7 +60,22 @@ impl<P: Send + 'static> Engine<P> {
                 );
             }
         }
+        let was_open = self.breaker.is_open();
         self.breaker.count(&outcome);
+        if !was_open && self.breaker.is_open() {
+            // One probe at a time from now: a pause, for the campaign's span (a traced
+            // handle's only).
+            if let Some(log) = self.context.client.attempt_log() {
+                log.pause(PauseRecord {
+                    at: std::time::SystemTime::now(),
+                    seconds: None,
+                    reason: "unreachable",
+                    status: None,
+                    code: None,
+                    sender: None,
+                });
+            }
+        }
         self.trip_breaker();
         self.record(outcome, Journaling::Write(identity))
     }

@@ -78,6 +78,15 @@ pub(super) struct Link {
     failing: AtomicBool,
 }
 
+impl Drop for Link {
+    fn drop(&mut self) {
+        // A store dropped while unreachable is no longer an outage going on.
+        if *self.failing.get_mut() {
+            crate::limits::outages::ended();
+        }
+    }
+}
+
 impl Link {
     pub(super) fn new(target: Arc<Target>, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Self> {
         Ok(Link {
@@ -154,6 +163,7 @@ impl Link {
             let failure = match result {
                 Ok(value) => {
                     if self.failing.swap(false, Ordering::AcqRel) {
+                        crate::limits::outages::ended();
                         // At the outage's own level: whoever saw it go sees it come back.
                         log::warn!(
                             target: "bizmsg",
@@ -169,6 +179,7 @@ impl Link {
                 Err(failure) => failure,
             };
             if !self.failing.swap(true, Ordering::AcqRel) {
+                crate::limits::outages::started();
                 log::warn!(
                     target: "bizmsg",
                     store = self.target.shown.as_str(),

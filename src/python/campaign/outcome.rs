@@ -6,9 +6,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
-use crate::campaign::{Outcome, Status};
+use crate::campaign::{MessageTrace, Outcome, Status};
 use crate::error::Error;
 use crate::python::args::type_name;
+use crate::python::attempt_log::{as_tuple, nanos, AttemptTuple};
 use crate::python::convert;
 use crate::python::errors::to_py;
 
@@ -18,14 +19,30 @@ pub(crate) struct SendOutcome {
     outcome: Outcome<Py<PyAny>>,
     result: PyOnceLock<Py<PyAny>>,
     error: PyOnceLock<Py<PyAny>>,
+    /// A message traced on its own: its times and attempts, until the instrumentation takes
+    /// them (so a kept outcome does not keep them).
+    trace: std::sync::Mutex<Option<Box<MessageTrace>>>,
 }
 
+/// `(start_ns, end_ns, recipient, sender, sms_id, code, attempts)`: see `MessageTrace`.
+type TraceTuple = (
+    u64,
+    u64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Vec<AttemptTuple>,
+);
+
 impl SendOutcome {
-    pub(super) fn new(outcome: Outcome<Py<PyAny>>) -> Self {
+    pub(super) fn new(mut outcome: Outcome<Py<PyAny>>) -> Self {
+        let trace = outcome.trace.take();
         SendOutcome {
             outcome,
             result: PyOnceLock::new(),
             error: PyOnceLock::new(),
+            trace: std::sync::Mutex::new(trace),
         }
     }
 }
@@ -56,6 +73,23 @@ impl SendOutcome {
             Status::Skipped => intern!(py, "skipped"),
         };
         status.clone()
+    }
+
+    /// The times and attempts of a message traced on its own (`bizmsg.instrumentation`'s
+    /// message spans), once: `None` after the first call, and for every other message.
+    fn _take_trace(&self) -> Option<TraceTuple> {
+        let trace = crate::sync::lock(&self.trace).take()?;
+        let result = self.outcome.result.as_ref();
+        let text = |value: Option<&crate::wire::Scalar>| value.map(|v| v.text().to_owned());
+        Some((
+            nanos(trace.started),
+            nanos(trace.ended),
+            trace.recipient,
+            trace.sender,
+            text(result.and_then(|r| r.sms_id.as_ref())),
+            text(result.and_then(|r| r.code.as_ref())),
+            trace.attempts.into_iter().map(as_tuple).collect(),
+        ))
     }
 
     /// True only when the message was sent (committed by the service).

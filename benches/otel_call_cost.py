@@ -1,17 +1,17 @@
-"""What bizmsg's OpenTelemetry instrumentation costs: sends and a campaign's messages per
-second, not instrumented and instrumented, measured as `run.py` measures (the server pinned to
+"""What bizmsg's OpenTelemetry instrumentation costs per call: sends per second, sync and
+asyncio, not instrumented and instrumented, measured as `run.py` measures (the server pinned to
 one CPU, every sample a fresh client subprocess pinned to the other, interleaved rounds,
-medians). A measurement, not a test: it prints a Markdown table and asserts nothing.
+medians). A measurement, not a test: it prints a Markdown table and asserts nothing. The cost
+per campaign message, with and without per-message spans, is `otel_cost.py`'s.
 
-    python benches/instrumented.py                   # 3 rounds against nginx (or the sandbox)
-    python benches/instrumented.py --rounds 5 --sends 5000 --messages 50000
+    python benches/otel_call_cost.py                  # 3 rounds against nginx (or the sandbox)
+    python benches/otel_call_cost.py --rounds 5 --sends 5000
 
 "Instrumented" is what a production setup pays: `BizmsgInstrumentor().instrument()` with the
 OpenTelemetry SDK's `TracerProvider` and a `BatchSpanProcessor` (its exporter drops the spans,
 so the figure is bizmsg's and the SDK's work, not a collector's), and a `MeterProvider` with an
-in-memory reader. The added cost is reported per call and per campaign message, in
-microseconds: 1/rate instrumented minus 1/rate not. With `--message-spans`, the campaign is
-also run with per-message spans, when this build of the instrumentation has them.
+in-memory reader. The added cost is reported per call, in microseconds: 1/rate instrumented
+minus 1/rate not.
 
 Needs `pip install "bizmsg[otel]" opentelemetry-sdk`; nginx (`benches/setup.sh`) or else the
 embedded sandbox as the server.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import statistics
 import subprocess
@@ -36,8 +35,7 @@ import _procs  # noqa: E402
 import _servers  # noqa: E402
 from _shared import FROM, LANGUAGE, TEMPLATE_NAME, TEMPLATE_PARAMETERS, TO, TOKEN  # noqa: E402
 
-SCENARIOS = ("sync_send", "async_send", "send_many")
-UNITS = {"sync_send": "call", "async_send": "call", "send_many": "message"}
+SCENARIOS = ("sync_send", "async_send")
 IN_FLIGHT = 64
 
 
@@ -75,8 +73,6 @@ def _instrument(mode: str) -> Any:
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     options: dict[str, Any] = {"tracer_provider": tracer_provider,
                                "meter_provider": meter_provider}
-    if mode == "message_spans":
-        options["campaign_message_spans"] = True
     instrumentor = BizmsgInstrumentor()
     instrumentor.instrument(**options)
     return tracer_provider
@@ -124,27 +120,10 @@ def _async_send(base_url: str, count: int) -> float:
     return asyncio.run(main())
 
 
-def _send_many(base_url: str, count: int) -> float:
-    import bizmsg
-
-    template = bizmsg.Template(TEMPLATE_NAME, TEMPLATE_PARAMETERS, LANGUAGE)
-    with bizmsg.Client(TOKEN, base_url=base_url, max_retries=0) as client:
-        client.messages.send_many([bizmsg.Message(to=TO, from_=FROM, template=template)])
-        messages = [bizmsg.Message(to=f"86138{i:08d}", from_=FROM, template=template)
-                    for i in range(count)]
-        start = time.perf_counter()
-        result = client.messages.send_many(messages, concurrency=IN_FLIGHT)
-        elapsed = time.perf_counter() - start
-        if result.counts.get("sent", 0) != count:
-            raise SystemExit(f"the campaign did not send every message: {result.counts}")
-        return count / elapsed
-
-
 def child(args: argparse.Namespace) -> int:
     tracer_provider = _instrument(args.mode)
-    measure = {"sync_send": _sync_send, "async_send": _async_send, "send_many": _send_many}
-    count = args.messages if args.scenario == "send_many" else args.sends
-    rate = measure[args.scenario](args.base_url, count)
+    measure = {"sync_send": _sync_send, "async_send": _async_send}
+    rate = measure[args.scenario](args.base_url, args.sends)
     if tracer_provider is not None:
         tracer_provider.shutdown()  # the batch processor's last export, outside the timing
     print(json.dumps({"rate": rate}))
@@ -154,20 +133,11 @@ def child(args: argparse.Namespace) -> int:
 # --- The orchestrator ----------------------------------------------------------------------
 
 
-def _has_message_spans() -> bool:
-    try:
-        from bizmsg.instrumentation import BizmsgInstrumentor
-    except ImportError:
-        return False
-    source = inspect.getsource(BizmsgInstrumentor)
-    return "campaign_message_spans" in source
-
-
 def sample(pinning: _procs.Pinning, base_url: str, scenario: str, mode: str,
            args: argparse.Namespace) -> float:
     argv = [*pinning.prefix("client"), sys.executable, __file__, "--child",
             "--scenario", scenario, "--mode", mode, "--base-url", base_url,
-            "--sends", str(args.sends), "--messages", str(args.messages)]
+            "--sends", str(args.sends)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout,
                           check=False)
     if done.returncode != 0:
@@ -181,11 +151,6 @@ def orchestrate(args: argparse.Namespace) -> int:
     nginx = _servers.find_nginx()
     kind = "nginx" if nginx is not None else "sandbox"
     modes = ["off", "on"]
-    if args.message_spans:
-        if _has_message_spans():
-            modes.append("message_spans")
-        else:
-            log("per-message spans are not in this build of the instrumentation: skipped")
     server = _servers.Server(kind, pinning, nginx)
     rates: dict[tuple[str, str], list[float]] = {}
     try:
@@ -195,8 +160,6 @@ def orchestrate(args: argparse.Namespace) -> int:
                 # The order of the modes alternates each round.
                 order = modes if round_number % 2 == 0 else list(reversed(modes))
                 for mode in order:
-                    if mode == "message_spans" and scenario != "send_many":
-                        continue
                     rate = sample(pinning, server.base_url, scenario, mode, args)
                     rates.setdefault((scenario, mode), []).append(rate)
                     log(f"round {round_number + 1}: {scenario} {mode}: {rate:,.0f}/s")
@@ -204,19 +167,14 @@ def orchestrate(args: argparse.Namespace) -> int:
         server.close()
         _procs.stop_all()
     print(f"Server: {server.note}. {pinning.note}. {args.rounds} rounds, medians; "
-          f"{args.sends:,} sends and campaigns of {args.messages:,} messages per sample.\n")
+          f"{args.sends:,} sends per sample.\n")
     print("| scenario | not instrumented, /s | instrumented, /s | ratio | added per unit |")
     print("|---|---:|---:|---:|---:|")
     for scenario in SCENARIOS:
         off = statistics.median(rates[(scenario, "off")])
-        for mode in modes[1:]:
-            if (scenario, mode) not in rates:
-                continue
-            on = statistics.median(rates[(scenario, mode)])
-            label = scenario + (" (per-message spans)" if mode == "message_spans" else "")
-            added = 1e6 / on - 1e6 / off
-            print(f"| {label} | {off:,.0f} | {on:,.0f} | {on / off:.2f} | "
-                  f"{added:+.1f} µs per {UNITS[scenario]} |")
+        on = statistics.median(rates[(scenario, "on")])
+        added = 1e6 / on - 1e6 / off
+        print(f"| {scenario} | {off:,.0f} | {on:,.0f} | {on / off:.2f} | {added:+.1f} µs per call |")
     return 0
 
 
@@ -224,13 +182,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sends", type=int, default=3000, help="sends per send sample")
-    parser.add_argument("--messages", type=int, default=20000, help="messages per campaign")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound of one sample")
-    parser.add_argument("--message-spans", action="store_true",
-                        help="also a campaign with per-message spans, if this build has them")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scenario", choices=SCENARIOS, help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=("off", "on", "message_spans"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=("off", "on"), help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     return child(args) if args.child else orchestrate(args)
