@@ -31,7 +31,7 @@ import bizmsg  # noqa: E402
 from bizmsg import _native  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
-from conftest import Number  # noqa: E402
+from conftest import Number, free_port  # noqa: E402
 
 RECIPIENT = "447700900123"
 SEND = "POST /v1/chat/messages/send"
@@ -268,6 +268,28 @@ def test_a_stopped_campaign_has_a_stop_event(otel: Otel, sandbox: Sandbox,
     [campaign] = otel.named("send_many")
     assert "bizmsg.campaign.stop" in [e.name for e in campaign.events]
     assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.stop_reason"]
+
+
+def test_a_service_that_stops_answering_is_a_pause_event(otel: Otel) -> None:
+    """The breaker opening (the service unreachable: one probe at a time from then) is a pause
+    of the campaign, on its span, before the stop it leads to."""
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009002{i:02d}", from_="14155550100", template=template)
+                for i in range(40)]
+    with bizmsg.Client("sandbox-token-acme", base_url=f"http://127.0.0.1:{free_port()}",
+                       allow_insecure_http=True, max_retries=0) as client:
+        result = client.messages.send_many(messages, concurrency=2, unreachable_after=3,
+                                           unreachable_for=0.2)
+    assert result.counts["sent"] == 0 and result.stop_reason
+    [campaign] = otel.named("send_many")
+    events = [e for e in campaign.events if e.name in ("bizmsg.campaign.pause",
+                                                        "bizmsg.campaign.stop")]
+    assert [e.name for e in events][:1] == ["bizmsg.campaign.pause"], events
+    pause = events[0]
+    assert pause.attributes is not None
+    assert pause.attributes["bizmsg.pause.reason"] == "unreachable"
+    assert "bizmsg.pause.seconds" not in pause.attributes  # no set end: one probe at a time
+    assert "bizmsg.campaign.stop" in [e.name for e in events]
 
 
 def test_a_platform_throttling_code_is_a_pause_event(otel: Otel, sandbox: Sandbox,
