@@ -106,28 +106,39 @@ impl Client {
             let (mut request, watch) = operation.request(&headers, idempotency_key.as_ref());
             // Sent again after its reused connection ended without an answer: on a new one.
             request.fresh_connection = stale_retried;
+            // A campaign message traced on its own records in its own log.
+            let attempt_log = call
+                .attempt_log
+                .as_ref()
+                .or(self.options.attempt_log.as_ref())
+                .filter(|log| log.records_attempts());
+            request.timed = attempt_log.is_some();
+            let mut head_read = None;
             if let Some(progress) = &operation.progress {
                 progress.attempt(watch.as_ref());
             }
             let budget = attempt_budget(timeout, deadline, attempt_started);
             let outcome = self
-                .attempt_within(operation, request, budget, attempt_started, timeout.total)
+                .attempt_within(
+                    operation,
+                    request,
+                    budget,
+                    attempt_started,
+                    timeout.total,
+                    &mut head_read,
+                )
                 .await;
 
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
             }
-            // A campaign message traced on its own records in its own log.
-            let attempt_log = call
-                .attempt_log
-                .as_ref()
-                .or(self.options.attempt_log.as_ref());
-            if let Some(attempt_log) = attempt_log.filter(|log| log.records_attempts()) {
+            if let Some(attempt_log) = attempt_log {
                 attempt_log.push(AttemptRecord {
                     method: operation.method.as_str().to_owned(),
                     path: operation.url.path().to_owned(),
                     started: wall_clock_at(attempt_started),
-                    ended: SystemTime::now(),
+                    // When the answer's head was read; without an answer, now.
+                    ended: head_read.map_or_else(SystemTime::now, wall_clock_at),
                     status: match &outcome {
                         Ok((status, _, _)) => Some(*status),
                         Err(error) => answer_of(error).0,
@@ -261,10 +272,11 @@ impl Client {
         budget: Option<Duration>,
         started: Instant,
         total: Option<Duration>,
+        head_read: &mut Option<Instant>,
     ) -> Result<(u16, Option<String>, Bytes)> {
         // Boxed: an attempt's future is the largest part of a call's, and every caller's future
         // (a send, a campaign's message) would embed it, and copy it at each move.
-        let exchange = Box::pin(self.attempt(operation, request));
+        let exchange = Box::pin(self.attempt(operation, request, head_read));
         match budget {
             Some(budget) if budget.is_zero() => Err(Error::Timeout(format!(
                 "the total timeout of {:.3}s elapsed",
@@ -304,11 +316,13 @@ impl Client {
         }
     }
 
-    /// One request and its answer: `(status, request id, body)` for a 2xx.
+    /// One request and its answer: `(status, request id, body)` for a 2xx. `head_read` gets
+    /// when the answer's head was read, for a traced attempt.
     async fn attempt(
         &self,
         operation: &Operation,
         request: Outgoing,
+        head_read: &mut Option<Instant>,
     ) -> Result<(u16, Option<String>, Bytes)> {
         let limit = self.shared.max_response_bytes;
         let Reply {
@@ -317,7 +331,9 @@ impl Client {
             retry_after,
             body: bytes,
             oversized,
+            head_read: read_at,
         } = self.shared.transport.send(request, limit).await?;
+        *head_read = read_at;
 
         if (200..300).contains(&status) {
             if let Some(oversized) = oversized {

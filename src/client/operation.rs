@@ -115,6 +115,7 @@ impl Operation {
             headers: lines,
             body,
             fresh_connection: false,
+            timed: false,
         };
         (request, watch)
     }

@@ -16,6 +16,9 @@ pub(crate) struct Reply {
     /// The body's size when it passed the cap: declared (`Content-Length`, nothing read) or
     /// seen so far (reading stopped there).
     pub(crate) oversized: Option<Oversized>,
+    /// When the answer's head was read, for a traced attempt (`Outgoing::timed`): the end of
+    /// its CLIENT span, as the HTTP conventions time it.
+    pub(crate) head_read: Option<std::time::Instant>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -21,6 +21,9 @@ pub(crate) struct Outgoing {
     /// Not on a pooled connection (the HTTP/1.1 transport): the request is sent again because
     /// its reused connection ended without an answer.
     pub(crate) fresh_connection: bool,
+    /// The attempt is traced: the transport notes when the answer's head was read
+    /// ([`Reply::head_read`](super::reply::Reply)); an untraced one reads no clock for it.
+    pub(crate) timed: bool,
 }
 
 impl Outgoing {
@@ -40,6 +43,7 @@ impl Outgoing {
             headers: self.headers.clone(),
             body: self.body.again(),
             fresh_connection: self.fresh_connection,
+            timed: self.timed,
         }
     }
 

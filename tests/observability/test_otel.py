@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,6 +162,56 @@ def test_a_retried_send_has_two_attempt_spans(otel: Otel, sandbox: Sandbox,
     assert sum(p.count for p in metrics["http.client.request.duration"]) == 2
     [throttled] = metrics["bizmsg.throttled"]
     assert throttled.value == 1
+
+
+def test_an_attempt_span_ends_when_the_answers_head_was_read(otel: Otel) -> None:
+    """The CLIENT span of an attempt ends where the HTTP conventions end it, when the answer's
+    head was read, not once its body was: a server that sends the head, then the body 0.4 s
+    later, makes an attempt span far shorter than the send it belongs to."""
+    import socket
+
+    if os.environ.get("BIZMSG_TRANSPORT", "").lower() in ("http2", "proxied"):
+        pytest.skip("the server here speaks HTTP/1.1 only")
+
+    body = json.dumps({"smsId": "sms-head", "status": "ACCEPTED", "code": "0",
+                       "msg": "success"}).encode()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(65536)
+            head, _, rest = received.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                               b"content-length: " + str(len(body)).encode() + b"\r\n\r\n")
+            time.sleep(0.4)
+            connection.sendall(body)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        with bizmsg.Client("t", base_url=f"http://127.0.0.1:{port}", allow_insecure_http=True,
+                           max_retries=0) as client:
+            client.messages.send_template(to=RECIPIENT, from_="14155550100", name="n",
+                                          parameters="p", language="en")
+    finally:
+        server.join(5)
+        listener.close()
+    [attempt] = otel.named(SEND)
+    [send] = otel.named("send")
+    attempt_seconds = ((attempt.end_time or 0) - (attempt.start_time or 0)) / 1e9
+    send_seconds = ((send.end_time or 0) - (send.start_time or 0)) / 1e9
+    assert send_seconds >= 0.4
+    assert attempt_seconds < send_seconds - 0.3, (attempt_seconds, send_seconds)
 
 
 def test_a_listing_through_iter_has_a_span_per_page(otel: Otel, sandbox: Sandbox,

@@ -370,6 +370,7 @@ impl Conn {
             silent: false,
         };
         let method = request.method.clone();
+        let timed = request.timed;
         self.output.clear();
         let Ok(data) = request.body.claim() else {
             return Err(broken(Abandoned.to_string()));
@@ -406,7 +407,7 @@ impl Conn {
         drop(request);
         let before = self.received;
         let written = Instant::now();
-        self.read_answer(&method, limit)
+        self.read_answer(&method, limit, timed)
             .await
             .map_err(|error| Failed {
                 // Ended soon after the request went out: a server that read it and worked on
@@ -420,6 +421,7 @@ impl Conn {
         &mut self,
         method: &http::Method,
         limit: u64,
+        timed: bool,
     ) -> std::result::Result<(Reply, bool), String> {
         let mut received = false;
         let mut interim = 0;
@@ -466,6 +468,8 @@ impl Conn {
                 Err(Malformed(why)) => return Err(why),
             }
         };
+        // The end of a traced attempt's span (the conventions time a client span to the head).
+        let head_read = timed.then(Instant::now);
         let cut = || "the connection was closed in the middle of the answer's body".to_owned();
         let (body, oversized) = match head.framing {
             Framing::Empty => (Bytes::new(), None),
@@ -538,6 +542,7 @@ impl Conn {
                 retry_after: head.retry_after,
                 body,
                 oversized,
+                head_read,
             },
             reusable,
         ))

@@ -248,6 +248,7 @@ async fn send_http2(
     limit: u64,
     call: &mut InFlight<'_>,
 ) -> std::result::Result<Reply, Untrusted> {
+    let timed = request.timed;
     let request = reqwest::Request::try_from(request.into_http()?.map(reqwest::Body::wrap))
         .map_err(|e| Error::Internal(format!("cannot build the request: {e}")))?;
     let response = client.execute(request).await.map_err(|error| {
@@ -260,6 +261,8 @@ async fn send_http2(
         }
     })?;
     call.answered();
+    // The end of a traced attempt's span (the conventions time a client span to the head).
+    let head_read = timed.then(std::time::Instant::now);
     let response = http::Response::<reqwest::Body>::from(response);
     let (parts, mut body) = response.into_parts();
     // Judged as the HTTP/1.1 transport judges them (`http1/codec/`): a status that is no
@@ -287,6 +290,7 @@ async fn send_http2(
         retry_after: text(http::header::RETRY_AFTER),
         body,
         oversized,
+        head_read,
     })
 }
 

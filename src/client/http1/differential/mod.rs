@@ -110,6 +110,7 @@ async fn read_with_bizmsg(address: SocketAddr) -> Reading {
         headers: Vec::new(),
         body: OutgoingBody::empty(),
         fresh_connection: false,
+        timed: false,
     };
     let head = RequestHead {
         host: HeaderValue::from_str(&address.to_string()).unwrap(),
