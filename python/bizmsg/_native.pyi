@@ -352,6 +352,10 @@ def mask_phone(value: str) -> str:
 def seconds_waited_to_send() -> float:
     """Seconds this process's sends have waited for their pacing slots and pauses, in total."""
 
+def seconds_waited_to_send_by_sender() -> list[tuple[str, float]]:
+    """The same, per sender: each masked as the logs mask numbers, those past the first 1,000
+    counted together as ``_OTHER``."""
+
 def shared_state_outages() -> tuple[int, int]:
     """Times a shared limits' store became unreachable in this process, and how many are
     unreachable now."""

@@ -187,7 +187,7 @@ impl Client {
             sender: facts.pace.map(|pace| (from, pace)),
             campaign: None,
         };
-        let waiting = crate::limits::Waiting::start();
+        let waiting = crate::limits::Waiting::start(from);
         let admitted = limits.admit(slot, deadline).await;
         drop(waiting);
         admitted?;

@@ -364,7 +364,7 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
-        let waiting = crate::limits::Waiting::start();
+        let waiting = crate::limits::Waiting::start(from);
         let admitted = limits.admit(slot, None).await;
         drop(waiting);
         if let Err(error) = admitted {

@@ -29,7 +29,9 @@ pub use local::LocalLimits;
 pub use outages::{ongoing as shared_state_outages_ongoing, total as shared_state_outages};
 pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
-pub use waited::{total_seconds as seconds_waited, Waiting};
+pub use waited::{
+    seconds_by_sender as seconds_waited_by_sender, total_seconds as seconds_waited, Waiting,
+};
 
 /// What a message must wait for before it goes.
 #[derive(Clone, Copy, Debug, Default)]

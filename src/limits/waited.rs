@@ -1,27 +1,59 @@
 //! How long this process's sends have waited to be admitted (their pacing slots and the pauses
-//! that held them), in total since the process started: one counter the instrumentation reads
-//! when its metrics are collected (`bizmsg.pacing.wait`), so nothing is done in Python per
-//! message, and nothing but two clock reads and an atomic add per message here.
+//! that held them), in total since the process started and per sender: totals the
+//! instrumentation reads when its metrics are collected (`bizmsg.pacing.wait`, with the sender
+//! as its attribute), so nothing is done in Python per message. Here, per message: two clock
+//! reads, an atomic add, and an add into the sender's total under a lock held for a map lookup.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 static WAITED_NANOS: AtomicU64 = AtomicU64::new(0);
 
+/// Nanoseconds waited per sender (the number as the send gave it).
+static BY_SENDER: LazyLock<Mutex<HashMap<String, u64>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Senders counted apart, at most: a metric attribute must stay of low cardinality, so the
+/// waits of any sender past these are counted under [`OTHER_SENDERS`].
+pub const MAX_SENDERS: usize = 1000;
+/// Where the senders past [`MAX_SENDERS`] are counted.
+pub const OTHER_SENDERS: &str = "_OTHER";
+
 /// A wait to be admitted: counted from its start to its drop, so a wait cut short (a stop, a
 /// timeout, a dropped call) counts what it waited.
-pub struct Waiting(Instant);
+pub struct Waiting<'a> {
+    started: Instant,
+    sender: &'a str,
+}
 
-impl Waiting {
-    pub fn start() -> Self {
-        Self(Instant::now())
+impl<'a> Waiting<'a> {
+    /// A wait of a message from `sender`.
+    pub fn start(sender: &'a str) -> Self {
+        Self {
+            started: Instant::now(),
+            sender,
+        }
     }
 }
 
-impl Drop for Waiting {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let nanos = u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         WAITED_NANOS.fetch_add(nanos, Ordering::Relaxed);
+        let mut by_sender = crate::sync::lock(&BY_SENDER);
+        if let Some(total) = by_sender.get_mut(self.sender) {
+            *total = total.saturating_add(nanos);
+        } else {
+            let key = if by_sender.len() < MAX_SENDERS {
+                self.sender
+            } else {
+                OTHER_SENDERS
+            };
+            let total = by_sender.entry(key.to_owned()).or_insert(0);
+            *total = total.saturating_add(nanos);
+        }
     }
 }
 
@@ -30,17 +62,46 @@ pub fn total_seconds() -> f64 {
     Duration::from_nanos(WAITED_NANOS.load(Ordering::Relaxed)).as_secs_f64()
 }
 
+/// Seconds waited to be admitted so far, per sender, each sender masked as the logs mask
+/// numbers (its waits past [`MAX_SENDERS`] under [`OTHER_SENDERS`]).
+pub fn seconds_by_sender() -> Vec<(String, f64)> {
+    let by_sender = crate::sync::lock(&BY_SENDER);
+    by_sender
+        .iter()
+        .map(|(sender, nanos)| {
+            let name = if sender == OTHER_SENDERS {
+                sender.clone()
+            } else {
+                crate::masking::mask_phone(sender)
+            };
+            (name, Duration::from_nanos(*nanos).as_secs_f64())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_wait_counts_from_its_start_to_its_drop() {
+    fn a_wait_counts_from_its_start_to_its_drop_in_all_and_for_its_sender() {
+        let sender = "14155559871";
+        let seconds_of = |sender: &str| {
+            let masked = crate::masking::mask_phone(sender);
+            seconds_by_sender()
+                .into_iter()
+                .find(|(name, _)| *name == masked)
+                .map_or(0.0, |(_, seconds)| seconds)
+        };
         let before = total_seconds();
+        let before_sender = seconds_of(sender);
         {
-            let _waiting = Waiting::start();
+            let _waiting = Waiting::start(sender);
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(total_seconds() - before >= 0.02);
+        assert!(seconds_of(sender) - before_sender >= 0.02);
+        // Never the whole number.
+        assert!(seconds_by_sender().iter().all(|(name, _)| name != sender));
     }
 }

@@ -55,6 +55,13 @@ fn seconds_waited_to_send() -> f64 {
     crate::limits::seconds_waited()
 }
 
+/// The same, per sender (masked as the logs mask numbers; the senders past the first 1,000
+/// counted together as `_OTHER`): the instrumentation's `bizmsg.pacing.wait` by sender.
+#[pyfunction]
+fn seconds_waited_to_send_by_sender() -> Vec<(String, f64)> {
+    crate::limits::seconds_waited_by_sender()
+}
+
 /// How many times a shared limits' store became unreachable in this process, and how many are
 /// unreachable now (`crate::limits::shared_state_outages`): the instrumentation's
 /// `bizmsg.shared_state.outages`.
@@ -186,6 +193,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(is_success_code, module)?)?;
     module.add_function(wrap_pyfunction!(mask_phone, module)?)?;
     module.add_function(wrap_pyfunction!(seconds_waited_to_send, module)?)?;
+    module.add_function(wrap_pyfunction!(seconds_waited_to_send_by_sender, module)?)?;
     module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;

@@ -24,10 +24,12 @@ observing = False
 
 
 def _pacing_wait(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-    # A total kept in Rust, read at each collection: no work per message in Python.
+    # Totals kept in Rust per sender (masked there), read at each collection: no work per
+    # message in Python.
     if not observing:
         return []
-    return [metrics.Observation(_native.seconds_waited_to_send())]
+    return [metrics.Observation(seconds, {"bizmsg.sender": sender})
+            for sender, seconds in _native.seconds_waited_to_send_by_sender()]
 
 
 def _outages(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
