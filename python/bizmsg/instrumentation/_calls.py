@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import _native
 from ..errors import SendOutcomeUnknownError, SendRejectedError
 from . import _attempts
+from ._guard import quietly
 from ._telemetry import Telemetry
 
 R = TypeVar("R")
@@ -112,6 +113,7 @@ class _Call:
     def __init__(self, telemetry: Telemetry, resource: Any, name: str,
                  attributes: dict[str, str], is_send: bool) -> None:
         self.telemetry = telemetry
+        self.name = name
         self.is_send = is_send
         self.server = _server(resource)
         self.transport = resource._native.transport
@@ -119,32 +121,51 @@ class _Call:
         self.span = telemetry.tracer.start_span(name, kind=kind, attributes=attributes)
         self.scope = trace.use_span(self.span, end_on_exit=False)
         self.scope.__enter__()
-        self.resource, self.log = observed_resource(resource, record_attempts=True)
-        telemetry.in_flight.add(1)
-
-    def done(self, result: Any = None, error: BaseException | None = None) -> None:
         try:
-            outcome = "sent"
-            if error is not None:
-                outcome = _failed(self.telemetry, self.span, error)
-            elif self.is_send:
-                _sent(self.span, result)
-            _attempts.record(self.telemetry, self.span, self.server, self.log.take(),
-                             self.transport)
-            if self.is_send:
-                self.telemetry.messages.add(1, {"bizmsg.outcome": outcome})
-        finally:
-            self.telemetry.in_flight.add(-1)
+            self.resource, self.log = observed_resource(resource, record_attempts=True)
+            telemetry.in_flight.add(1)
+        except BaseException:
             self.scope.__exit__(None, None, None)
             self.span.end()
+            raise
+
+    @classmethod
+    def begin(cls, telemetry: Telemetry, resource: Any, name: str, is_send: bool,
+              kwargs: dict[str, Any]) -> _Call | None:
+        """The call's span started, or ``None`` if it could not be (the call runs untraced:
+        ``_guard.py``)."""
+        with quietly(f"starting the span of {name}"):
+            attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
+            return cls(telemetry, resource, name, attributes, is_send)
+        return None
+
+    def done(self, result: Any = None, error: BaseException | None = None) -> None:
+        with quietly(f"recording the span of {self.name}"):
+            try:
+                outcome = "sent"
+                if error is not None:
+                    outcome = _failed(self.telemetry, self.span, error)
+                elif self.is_send:
+                    _sent(self.span, result)
+                _attempts.record(self.telemetry, self.span, self.server, self.log.take(),
+                                 self.transport)
+                if self.is_send:
+                    self.telemetry.messages.add(1, {"bizmsg.outcome": outcome})
+            finally:
+                try:
+                    self.telemetry.in_flight.add(-1)
+                finally:
+                    self.scope.__exit__(None, None, None)
+                    self.span.end()
 
 
 def sync_call(telemetry: Telemetry, wrapped: Callable[..., R], name: str, is_send: bool
               ) -> Callable[..., R]:
     @functools.wraps(wrapped)
     def traced(self: Any, *args: Any, **kwargs: Any) -> R:
-        attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
-        call = _Call(telemetry, self, name, attributes, is_send)
+        call = _Call.begin(telemetry, self, name, is_send, kwargs)
+        if call is None:
+            return wrapped(self, *args, **kwargs)
         try:
             result = wrapped(call.resource, *args, **kwargs)
         except BaseException as error:
@@ -160,8 +181,9 @@ def async_call(telemetry: Telemetry, wrapped: Callable[..., Any], name: str, is_
                ) -> Callable[..., Any]:
     @functools.wraps(wrapped)
     async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-        attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
-        call = _Call(telemetry, self, name, attributes, is_send)
+        call = _Call.begin(telemetry, self, name, is_send, kwargs)
+        if call is None:
+            return await wrapped(self, *args, **kwargs)
         try:
             result = await wrapped(call.resource, *args, **kwargs)
         except BaseException as error:
@@ -177,7 +199,13 @@ def _page_spans(telemetry: Telemetry, name: str, server: _attempts.Server, trans
                 parent: trace.Span | None, log: _native.AttemptLog) -> None:
     """A span for each page whose attempts the stream has made since the last look, with those
     attempts under it (pages are read ahead by Rust, so several may be found at once: a page
-    starts at an attempt that is no resend)."""
+    starts at an attempt that is no resend). Never raises (``_guard.py``)."""
+    with quietly(f"recording the spans of {name}'s pages"):
+        _record_pages(telemetry, name, server, transport, parent, log)
+
+
+def _record_pages(telemetry: Telemetry, name: str, server: _attempts.Server, transport: str,
+                  parent: trace.Span | None, log: _native.AttemptLog) -> None:
     pages: list[list[_attempts.Attempt]] = []
     for attempt in log.take():
         if attempt[6] == 0 or not pages:
@@ -194,13 +222,26 @@ def _page_spans(telemetry: Telemetry, name: str, server: _attempts.Server, trans
         span.end(end_time=attempts[-1][3])
 
 
+def _stream_start(resource: Any, name: str
+                  ) -> tuple[trace.Span, _attempts.Server, str, Any, _native.AttemptLog] | None:
+    """What a traced ``iter()`` needs: the caller's span (the pages' parent), where the
+    requests go, and a handle whose requests carry the trace context with the log of their
+    attempts; ``None`` if that could not be made (the stream runs untraced)."""
+    with quietly(f"starting the trace of {name}"):
+        parent = trace.get_current_span()
+        observed, log = observed_resource(resource, record_attempts=True)
+        return parent, _server(resource), resource._native.transport, observed, log
+    return None
+
+
 def sync_iter(telemetry: Telemetry, wrapped: Callable[..., Iterator[Any]], name: str
               ) -> Callable[..., Iterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        parent = trace.get_current_span()
-        server, transport = _server(self), self._native.transport
-        resource, log = observed_resource(self, record_attempts=True)
+        traced_stream = _stream_start(self, name)
+        if traced_stream is None:
+            return wrapped(self, *args, **kwargs)
+        parent, server, transport, resource, log = traced_stream
         items = wrapped(resource, *args, **kwargs)
 
         def pages() -> Iterator[Any]:
@@ -220,9 +261,10 @@ def async_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterator[Any]],
                ) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        parent = trace.get_current_span()
-        server, transport = _server(self), self._native.transport
-        resource, log = observed_resource(self, record_attempts=True)
+        traced_stream = _stream_start(self, name)
+        if traced_stream is None:
+            return wrapped(self, *args, **kwargs)
+        parent, server, transport, resource, log = traced_stream
         items = wrapped(resource, *args, **kwargs)
 
         async def pages() -> AsyncIterator[Any]:

@@ -29,6 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import _native
 from .._campaign.results import STATUSES
 from . import _attempts, _calls
+from ._guard import quietly
 from ._telemetry import Telemetry
 
 _STATUS = operator.attrgetter("status")
@@ -136,14 +137,16 @@ def _pauses(span: trace.Span, log: _native.AttemptLog) -> None:
 
 
 class _Started:
-    """A campaign's span as it started: the span, its scope, the handle the campaign runs on
+    """A campaign's span as it started: its name, the span, its scope, the handle the campaign runs on
     (and its log), the options it runs with (``on_result`` wrapped, ``_Batches``, for message
     spans or counts) and the counts by status kept from the batches (or ``None``)."""
 
-    __slots__ = ("span", "scope", "observed", "log", "options", "counts")
+    __slots__ = ("name", "span", "scope", "observed", "log", "options", "counts")
 
-    def __init__(self, span: trace.Span, scope: Any, observed: Any, log: _native.AttemptLog,
-                 options: dict[str, Any], counts: Counter[str] | None) -> None:
+    def __init__(self, name: str, span: trace.Span, scope: Any, observed: Any,
+                 log: _native.AttemptLog, options: dict[str, Any], counts: Counter[str] | None
+                 ) -> None:
+        self.name = name
         self.span = span
         self.scope = scope
         self.observed = observed
@@ -153,9 +156,17 @@ class _Started:
 
 
 def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
-           count: bool = False) -> _Started:
-    """``count``: count the outcomes by status from the batches (a campaign whose result the
-    wrapper never sees)."""
+           count: bool = False) -> _Started | None:
+    """The campaign's span started (``count``: count the outcomes by status from the batches,
+    for a campaign whose result the wrapper never sees), or ``None`` if it could not be: the
+    campaign then runs untraced (``_guard.py``)."""
+    with quietly(f"starting the span of {name}"):
+        return _started(telemetry, resource, name, options, count)
+    return None
+
+
+def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
+             count: bool) -> _Started:
     attributes: dict[str, str | int | float] = {
         "messaging.system": "bizmsg", "messaging.operation.type": "send",
         "messaging.operation.name": name,
@@ -177,6 +188,7 @@ def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, An
     try:
         observed, log = _calls.observed_resource(resource, record_attempts=False,
                                                  message_sample=share)
+        telemetry.in_flight.add(1)
     except BaseException:
         scope.__exit__(None, None, None)
         span.end()
@@ -185,12 +197,19 @@ def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, An
     counts: Counter[str] | None = Counter() if count else None
     if spans is not None or counts is not None:
         options = {**options, "on_result": _Batches(options.get("on_result"), spans, counts)}
-    telemetry.in_flight.add(1)
-    return _Started(span, scope, observed, log, options, counts)
+    return _Started(name, span, scope, observed, log, options, counts)
 
 
 def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
             error: BaseException | None = None, scope: Any = None) -> None:
+    """Records the campaign's end on its span and ends it. Never raises (``_guard.py``): the
+    campaign's result, or its own error, is what the caller gets."""
+    with quietly(f"recording the span of {started.name}"):
+        _record_end(telemetry, started, result, error, scope)
+
+
+def _record_end(telemetry: Telemetry, started: _Started, result: Any,
+                error: BaseException | None, scope: Any) -> None:
     span = started.span
     counts: dict[str, int] = dict(started.counts or {})
     try:
@@ -219,9 +238,11 @@ def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
             span.set_attribute("error.type", type(error).__qualname__)
     finally:
-        telemetry.in_flight.add(-1)
-        (scope or started.scope).__exit__(None, None, None)
-        span.end()
+        try:
+            telemetry.in_flight.add(-1)
+        finally:
+            (scope or started.scope).__exit__(None, None, None)
+            span.end()
 
 
 def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
@@ -229,6 +250,8 @@ def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> Any:
         started = _start(telemetry, self, name, options)
+        if started is None:
+            return wrapped(self, messages, **options)
         try:
             result = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
@@ -245,6 +268,8 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
     @functools.wraps(wrapped)
     async def traced(self: Any, messages: Any, **options: Any) -> Any:
         started = _start(telemetry, self, name, options)
+        if started is None:
+            return await wrapped(self, messages, **options)
         try:
             result = await wrapped(started.observed, messages, **started.options)
         except BaseException as error:
@@ -261,6 +286,8 @@ def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[An
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> Generator[Any, None, Any]:
         started = _start(telemetry, self, name, options)
+        if started is None:
+            return wrapped(self, messages, **options)
         # The span is current while the campaign starts (its requests take the context then);
         # the caller's own context comes back for the loop over the outcomes.
         try:
@@ -293,6 +320,8 @@ def async_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterat
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> AsyncIterator[Any]:
         started = _start(telemetry, self, name, options, count=True)
+        if started is None:
+            return wrapped(self, messages, **options)
         try:
             outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
