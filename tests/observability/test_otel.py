@@ -20,13 +20,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
-    InMemorySpanExporter,
-)
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
@@ -34,36 +28,10 @@ from bizmsg import _native  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number, free_port  # noqa: E402
+from otel_support import Otel  # noqa: E402
 
 RECIPIENT = "447700900123"
 SEND = "POST /v1/chat/messages/send"
-
-
-class Otel:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-        self.tracer = self.tracer_provider.get_tracer("tests")
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def named(self, name: str) -> list[ReadableSpan]:
-        return [s for s in self.spans() if s.name == name]
-
-    def metrics(self) -> dict[str, list[Any]]:
-        data = self.reader.get_metrics_data()
-        found: dict[str, list[Any]] = {}
-        if data is None:
-            return found
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    found.setdefault(metric.name, []).extend(metric.data.data_points)
-        return found
 
 
 @pytest.fixture
@@ -522,45 +490,6 @@ def test_campaign_message_spans_must_be_a_flag_or_a_share() -> None:
         BizmsgInstrumentor().uninstrument()
 
 
-def test_shared_state_outages_are_counted(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
-    """A shared limits' store that cannot be reached (nothing listens on its port: a single
-    send looks its sender's pace up there) is an outage, counted in Rust where it is logged,
-    and read when the metrics are collected."""
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    before = _native.shared_state_outages()[0]
-    with sandbox.client(shared_limits=f"redis://127.0.0.1:{port}/0?wait=0.5",
-                        timeout=5) as client:
-        with pytest.raises((bizmsg.SharedStateError, bizmsg.TimeoutError)):
-            client.messages.send_template(
-                to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en")
-    [point] = otel.metrics()["bizmsg.shared_state.outages"]
-    assert point.value >= before + 1
-    assert "bizmsg.shared_state.unreachable" in otel.metrics()
-
-
-def test_seconds_waited_for_pacing_slots(otel: Otel, sandbox: Sandbox, sender: Number) -> None:
-    from bizmsg import _native
-
-    template = bizmsg.Template(name="n", parameters=["p"], language="en")
-    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
-                for i in range(5)]
-    masked = _native.mask_phone(sender.digits)
-    before = dict(_native.seconds_waited_to_send_by_sender()).get(masked, 0.0)
-    with sandbox.client() as client:
-        result = client.messages.send_many(messages, rate_limit=10, concurrency=1)
-    assert result.counts["sent"] == 5
-    # Totals since the process started, per sender (masked), read when collected: 4 waits of
-    # about 0.1 s here, all of this sender's.
-    points = {p.attributes["bizmsg.sender"]: p.value
-              for p in otel.metrics()["bizmsg.pacing.wait"]}
-    assert sender.digits not in points
-    assert 0.3 <= points[masked] - before < 5
-
-
 def _send_records(caplog: pytest.LogCaptureFixture) -> list[Any]:
     return [r for r in caplog.records
             if r.name == "bizmsg" and getattr(r, "path", None) == "/v1/chat/messages/send"]
@@ -749,38 +678,3 @@ def test_auto_instrumentation_through_opentelemetry_instrument(sandbox: Sandbox,
     assert '"name": "send"' in done.stdout and f'"name": "{SEND}"' in done.stdout
     [received] = sandbox.requests()
     assert "traceparent" in received["headers"]
-
-
-async def test_an_async_send_many_iter_is_counted_by_batches(
-        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
-    template = bizmsg.Template(name="n", parameters=["p"], language="en")
-    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
-                for i in range(3)]
-    messages.append(bizmsg.Message(to="447700900199", from_="14155550199", template=template))
-    batches: list[int] = []
-    async with sandbox.async_client() as client:
-        statuses = [o.status async for o in client.messages.send_many_iter(
-            messages, on_result=lambda batch: batches.append(len(batch)))]
-    assert sorted(statuses) == ["rejected", "sent", "sent", "sent"] and sum(batches) == 4
-    [campaign] = otel.named("send_many_iter")
-    assert campaign.attributes is not None
-    assert campaign.attributes["bizmsg.campaign.sent"] == 3
-    assert campaign.attributes["bizmsg.campaign.rejected"] == 1
-    assert campaign.attributes["messaging.batch.message_count"] == 4
-    messages_metric = {p.attributes["bizmsg.outcome"]: p.value
-                       for p in otel.metrics()["bizmsg.messages"]}
-    assert messages_metric == {"sent": 3, "rejected": 1}
-
-
-def test_a_sync_send_many_iter_is_counted_from_its_result(
-        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
-    template = bizmsg.Template(name="n", parameters=["p"], language="en")
-    messages = [bizmsg.Message(to=f"4477009001{i:02d}", from_=sender.digits, template=template)
-                for i in range(3)]
-    with sandbox.client() as client:
-        outcomes = client.messages.send_many_iter(messages)
-        assert len(list(outcomes)) == 3
-    [campaign] = otel.named("send_many_iter")
-    assert campaign.attributes is not None
-    assert campaign.attributes["bizmsg.campaign.sent"] == 3
-    assert campaign.attributes["messaging.batch.message_count"] == 3

@@ -325,61 +325,96 @@ class _Ready:
         self.batches.clear()
 
 
-def send_many_iter(run: _native.CampaignRun, messages: Input,
-                   options: Mapping[str, Any]) -> Generator[SendOutcome, None, BulkResult]:
+#: Called once when a ``send_many_iter`` ends: with its result, or with the exception that
+#: ended it (the instrumentation's, ``bizmsg.instrumentation``, to end the campaign's span with
+#: no work per outcome). Never given by a user.
+OnEnd = Callable[["BulkResult | None", "BaseException | None"], None]
+
+
+def _ended_by(on_end: OnEnd, collector: Collector | None, error: BaseException) -> None:
+    """Tells ``on_end`` the campaign ended with ``error`` (the consumer leaving the loop is a
+    ``GeneratorExit``), with what it had done by then."""
+    partial: BulkResult | None = None
+    if collector is not None:
+        try:
+            partial = collector.result()
+        except Exception:  # pragma: no cover - the error that ended it is what matters
+            partial = None
+    on_end(partial, error)
+
+
+def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[str, Any],
+                   on_end: OnEnd | None = None) -> Generator[SendOutcome, None, BulkResult]:
     """Yields each outcome as it completes; returns (``StopIteration.value``) the
     :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
     warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
-    rows = rows_of(messages)  # a DataFrame: its rows
-    source = iter(rows)
-    collector = _collector(False, options, rows)
-    ready = _Ready(collector)
-    steps = drive(run, source, collector, ready.deliver)
-    with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
-        try:
-            for _ in steps:
-                for outcome in ready.take():
-                    try:
-                        yield outcome
-                    except KeyboardInterrupt as exc:
-                        # Thrown in (``.throw()``) by a consumer interrupted while it handled
-                        # an outcome, as the CLI does: the campaign stops taking messages, as
-                        # for a Ctrl-C during its wait, and the outcomes still to come are
-                        # yielded.
-                        collector.interrupted(exc, run)
-        finally:
-            if collector.done is None:
-                # The consumer stopped early (break, an exception): stop taking messages and
-                # let those in flight settle, so the journal ends consistent.
-                run.stop(False)
+    collector: Collector | None = None
+    try:
+        rows = rows_of(messages)  # a DataFrame: its rows
+        source = iter(rows)
+        collector = _collector(False, options, rows)
+        ready = _Ready(collector)
+        steps = drive(run, source, collector, ready.deliver)
+        with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
+            try:
                 for _ in steps:
-                    pass
-        # Ended by the campaign, not the consumer: the messages it never read too.
-        yield from collector.account_for_the_rest(run, rows, source)
-    return collector.finish()
+                    for outcome in ready.take():
+                        try:
+                            yield outcome
+                        except KeyboardInterrupt as exc:
+                            # Thrown in (``.throw()``) by a consumer interrupted while it
+                            # handled an outcome, as the CLI does: the campaign stops taking
+                            # messages, as for a Ctrl-C during its wait, and the outcomes
+                            # still to come are yielded.
+                            collector.interrupted(exc, run)
+            finally:
+                if collector.done is None:
+                    # The consumer stopped early (break, an exception): stop taking messages
+                    # and let those in flight settle, so the journal ends consistent.
+                    run.stop(False)
+                    for _ in steps:
+                        pass
+            # Ended by the campaign, not the consumer: the messages it never read too.
+            yield from collector.account_for_the_rest(run, rows, source)
+        result = collector.finish()
+    except BaseException as error:
+        if on_end is not None:
+            _ended_by(on_end, collector, error)
+        raise
+    if on_end is not None:
+        on_end(result, None)
+    return result
 
 
-async def send_many_iter_async(run: _native.CampaignRun,
-                               messages: AsyncInput,
-                               options: Mapping[str, Any]) -> AsyncIterator[SendOutcome]:
-    rows = rows_of(messages)  # a DataFrame: its rows
-    source = rows if isinstance(rows, AsyncIterable) else iter(rows)
-    collector = _collector(False, options, rows)
-    ready = _Ready(collector)
-    steps = drive_async(run, source, collector, ready.deliver)
-    with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
-        try:
-            async for _ in steps:
-                for outcome in ready.take():
-                    yield outcome
-        finally:
-            if collector.done is None:
-                run.stop(False)
+async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
+                               options: Mapping[str, Any], on_end: OnEnd | None = None
+                               ) -> AsyncIterator[SendOutcome]:
+    collector: Collector | None = None
+    try:
+        rows = rows_of(messages)  # a DataFrame: its rows
+        source = rows if isinstance(rows, AsyncIterable) else iter(rows)
+        collector = _collector(False, options, rows)
+        ready = _Ready(collector)
+        steps = drive_async(run, source, collector, ready.deliver)
+        with _StopOnSignals(run, collector, sigint=False, sigterm=options["stop_on_sigterm"]):
+            try:
                 async for _ in steps:
-                    pass
-        if not isinstance(source, AsyncIterable):
-            for outcome in collector.account_for_the_rest(run, rows, source):
-                yield outcome
-        elif not run.exhausted:
-            collector.unread_from = run.read
-    collector.finish()
+                    for outcome in ready.take():
+                        yield outcome
+            finally:
+                if collector.done is None:
+                    run.stop(False)
+                    async for _ in steps:
+                        pass
+            if not isinstance(source, AsyncIterable):
+                for outcome in collector.account_for_the_rest(run, rows, source):
+                    yield outcome
+            elif not run.exhausted:
+                collector.unread_from = run.read
+        result = collector.finish()
+    except BaseException as error:
+        if on_end is not None:
+            _ended_by(on_end, collector, error)
+        raise
+    if on_end is not None:
+        on_end(result, None)

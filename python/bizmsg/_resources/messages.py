@@ -8,7 +8,7 @@ client, which validates, sends, retries and decodes. A campaign is then driven b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .. import _native
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .._campaign import BulkResult, CampaignPlan
+    from .._campaign.drivers import OnEnd
     from .._campaign.message import AsyncMessageInput as AsyncInput
     from .._campaign.message import MessageInput as Input
 
@@ -104,11 +105,17 @@ class Messages(Resource):
         """:meth:`send_many`, yielding each outcome as it completes (completion order) and
         keeping none: memory stays bounded however many messages go through. Leaving the
         loop early stops the campaign (messages in flight finish)."""
+        return self._send_many_iter(messages, options, None)
+
+    def _send_many_iter(self, messages: Input, options: Mapping[str, Any],
+                        on_end: OnEnd | None) -> Iterator[_native.SendOutcome]:
+        """:meth:`send_many_iter`, calling ``on_end`` once when it ends (the
+        instrumentation's, which so does nothing per outcome)."""
         resolved = resolve(options, CampaignOptions, "Messages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter(run, messages, resolved)
+        return drivers.send_many_iter(run, messages, resolved, on_end)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -208,11 +215,17 @@ class AsyncMessages(Resource):
                        **options: Unpack[CampaignOptions]
                        ) -> AsyncIterator[_native.SendOutcome]:
         """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
+        return self._send_many_iter(messages, options, None)
+
+    def _send_many_iter(self, messages: AsyncInput, options: Mapping[str, Any],
+                        on_end: OnEnd | None) -> AsyncIterator[_native.SendOutcome]:
+        """:meth:`send_many_iter`, calling ``on_end`` once when it ends (see
+        :meth:`Messages._send_many_iter`)."""
         resolved = resolve(options, CampaignOptions, "AsyncMessages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter_async(run, messages, resolved)
+        return drivers.send_many_iter_async(run, messages, resolved, on_end)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,

@@ -9,17 +9,14 @@ With ``instrument(campaign_message_spans=...)``, each message (or a share of the
 span under the run's, with a CLIENT span per attempt under it: Rust records the message's times
 and attempts and hands them back with its outcome, and the spans are built a batch of outcomes
 at a time, as the batch arrives (the campaign's ``on_result`` is wrapped for it). Without it, no
-message is traced and nothing is done per message: the counts come from the campaign's result
-(``send_many``, a sync ``send_many_iter``'s return value), or, for an async
-``send_many_iter``, whose result the caller never sees, from its batches, counted in C as they
-arrive (each outcome still passes through the wrapping async generator)."""
+message is traced and nothing is done per message: the counts come from the campaign's result.
+A ``send_many_iter``'s generator (sync or async) is the caller's, unwrapped: it calls the
+instrumentation once, at its end, with its result (``drivers.OnEnd``)."""
 
 from __future__ import annotations
 
 import functools
 import logging
-import operator
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
@@ -32,41 +29,36 @@ from . import _attempts, _calls
 from ._guard import quietly
 from ._telemetry import Telemetry
 
-_STATUS = operator.attrgetter("status")
+#: The stop reason of a ``send_many_iter`` whose caller left its loop early.
+LEFT_THE_LOOP = "the caller stopped iterating"
 
 #: The outcomes whose span is an error.
 _ERRORS = frozenset(("rejected", "unknown", "failed"))
 
 
 class _Batches:
-    """The ``on_result`` of a traced campaign that needs each batch of outcomes: builds the
-    spans of the batch's traced messages (``spans``) and counts the batch by status
-    (``counts``: an async ``send_many_iter``, whose result the caller never sees), then calls
-    the caller's own ``on_result`` (if any). A batch handed out again (after an interruption,
-    the same list) is neither counted nor traced twice (a message's trace is taken once)."""
+    """The ``on_result`` of a campaign whose messages are traced: builds the spans of each
+    batch's traced messages, then calls the caller's own ``on_result`` (if any). A batch handed
+    out again (after an interruption, the same list) is not traced twice (a message's trace is
+    taken once)."""
 
     def __init__(self, on_result: Callable[[list[Any]], object] | None,
-                 spans: _MessageSpans | None, counts: Counter[str] | None) -> None:
+                 spans: _MessageSpans) -> None:
         self.on_result = on_result
         self.spans = spans
-        self.counts = counts
         self.last: list[Any] | None = None
 
     def __call__(self, batch: list[Any]) -> object:
         if batch is not self.last:
             self.last = batch
-            if self.counts is not None:
-                # map() and attrgetter: counted in C, as the campaign's collector counts.
-                self.counts.update(map(_STATUS, batch))
-            if self.spans is not None:
-                try:
-                    self.spans.record(batch)
-                except Exception:
-                    # A fault of the instrumentation (or of the SDK) must not stop the
-                    # campaign, as an exception from on_result would.
-                    logging.getLogger("bizmsg").warning(
-                        "bizmsg.instrumentation: the spans of a batch of campaign outcomes "
-                        "could not be built", exc_info=True)
+            try:
+                self.spans.record(batch)
+            except Exception:
+                # A fault of the instrumentation (or of the SDK) must not stop the campaign,
+                # as an exception from on_result would.
+                logging.getLogger("bizmsg").warning(
+                    "bizmsg.instrumentation: the spans of a batch of campaign outcomes could "
+                    "not be built", exc_info=True)
         if self.on_result is not None:
             return self.on_result(batch)
         return None
@@ -137,36 +129,33 @@ def _pauses(span: trace.Span, log: _native.AttemptLog) -> None:
 
 
 class _Started:
-    """A campaign's span as it started: its name, the span, its scope, the handle the campaign runs on
-    (and its log), the options it runs with (``on_result`` wrapped, ``_Batches``, for message
-    spans or counts) and the counts by status kept from the batches (or ``None``)."""
+    """A campaign's span as it started: its name, the span, its scope, the handle the campaign
+    runs on (and its log) and the options it runs with (``on_result`` wrapped, ``_Batches``,
+    for message spans)."""
 
-    __slots__ = ("name", "span", "scope", "observed", "log", "options", "counts")
+    __slots__ = ("name", "span", "scope", "observed", "log", "options")
 
     def __init__(self, name: str, span: trace.Span, scope: Any, observed: Any,
-                 log: _native.AttemptLog, options: dict[str, Any], counts: Counter[str] | None
-                 ) -> None:
+                 log: _native.AttemptLog, options: dict[str, Any]) -> None:
         self.name = name
         self.span = span
         self.scope = scope
         self.observed = observed
         self.log = log
         self.options = options
-        self.counts = counts
 
 
-def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
-           count: bool = False) -> _Started | None:
-    """The campaign's span started (``count``: count the outcomes by status from the batches,
-    for a campaign whose result the wrapper never sees), or ``None`` if it could not be: the
-    campaign then runs untraced (``_guard.py``)."""
+def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
+           ) -> _Started | None:
+    """The campaign's span started, or ``None`` if it could not be: the campaign then runs
+    untraced (``_guard.py``)."""
     with quietly(f"starting the span of {name}"):
-        return _started(telemetry, resource, name, options, count)
+        return _started(telemetry, resource, name, options)
     return None
 
 
-def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any],
-             count: bool) -> _Started:
+def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
+             ) -> _Started:
     attributes: dict[str, str | int | float] = {
         "messaging.system": "bizmsg", "messaging.operation.type": "send",
         "messaging.operation.name": name,
@@ -193,11 +182,10 @@ def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, 
         scope.__exit__(None, None, None)
         span.end()
         raise
-    spans = _MessageSpans(telemetry, span, resource, log) if share > 0 else None
-    counts: Counter[str] | None = Counter() if count else None
-    if spans is not None or counts is not None:
-        options = {**options, "on_result": _Batches(options.get("on_result"), spans, counts)}
-    return _Started(name, span, scope, observed, log, options, counts)
+    if share > 0:
+        spans = _MessageSpans(telemetry, span, resource, log)
+        options = {**options, "on_result": _Batches(options.get("on_result"), spans)}
+    return _Started(name, span, scope, observed, log, options)
 
 
 def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
@@ -211,29 +199,32 @@ def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
 def _record_end(telemetry: Telemetry, started: _Started, result: Any,
                 error: BaseException | None, scope: Any) -> None:
     span = started.span
-    counts: dict[str, int] = dict(started.counts or {})
+    counts: dict[str, int] = {}
     try:
         _pauses(span, started.log)
         dropped = started.log.pauses_dropped
         if dropped:
             span.set_attribute("bizmsg.campaign.pauses_dropped", dropped)
         result = result if result is not None else getattr(error, "bulk_result", None)
+        # The caller leaving a send_many_iter's loop early stops the campaign: no error of it.
+        left = isinstance(error, GeneratorExit)
+        stop_reason: str | None = LEFT_THE_LOOP if left else None
         if result is not None and hasattr(result, "counts"):
             counts = dict(result.counts)
             for warning in result.warnings:
                 span.add_event("bizmsg.campaign.warning",
                                {"bizmsg.warning.kind": warning.kind,
                                 "bizmsg.warning.message": warning.message})
-            if result.stop_reason is not None:
-                span.add_event("bizmsg.campaign.stop",
-                               {"bizmsg.campaign.stop_reason": result.stop_reason})
-                span.set_attribute("bizmsg.campaign.stop_reason", result.stop_reason)
+            stop_reason = result.stop_reason or stop_reason
+        if stop_reason is not None:
+            span.add_event("bizmsg.campaign.stop", {"bizmsg.campaign.stop_reason": stop_reason})
+            span.set_attribute("bizmsg.campaign.stop_reason", stop_reason)
         for status in STATUSES:
             span.set_attribute(f"bizmsg.campaign.{status}", counts.get(status, 0))
             if counts.get(status):
                 telemetry.messages.add(counts[status], {"bizmsg.outcome": status})
         span.set_attribute("messaging.batch.message_count", sum(counts.values()))
-        if error is not None:
+        if error is not None and not left:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
             span.set_attribute("error.type", type(error).__qualname__)
@@ -281,6 +272,16 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
     return traced
 
 
+def _ending(telemetry: Telemetry, started: _Started, scope: Any
+            ) -> Callable[[Any, BaseException | None], None]:
+    """The ``on_end`` a ``send_many_iter`` calls once, at its end: nothing is done per outcome
+    (its generator is the caller's, unwrapped), and the counts are read from its result."""
+    def ended(result: Any, error: BaseException | None) -> None:
+        _finish(telemetry, started, result, error, scope=scope)
+
+    return ended
+
+
 def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[Any, None, Any]],
                        name: str) -> Callable[..., Generator[Any, None, Any]]:
     @functools.wraps(wrapped)
@@ -291,26 +292,14 @@ def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[An
         # The span is current while the campaign starts (its requests take the context then);
         # the caller's own context comes back for the loop over the outcomes.
         try:
-            outcomes = wrapped(started.observed, messages, **started.options)
+            outcomes: Generator[Any, None, Any] = started.observed._send_many_iter(
+                messages, started.options, _ending(telemetry, started, _NoScope()))
         except BaseException as error:
             _finish(telemetry, started, error=error)
             raise
         finally:
             started.scope.__exit__(None, None, None)
-        ended = _NoScope()
-
-        def counted() -> Generator[Any, None, Any]:
-            # Delegated (nothing per outcome here; a .throw() reaches the campaign's generator,
-            # as the CLI's Ctrl-C needs), and the counts read from the result it returns.
-            try:
-                result = yield from outcomes
-            except BaseException as error:
-                _finish(telemetry, started, error=error, scope=ended)
-                raise
-            _finish(telemetry, started, result, scope=ended)
-            return result
-
-        return counted()
+        return outcomes
 
     return traced
 
@@ -319,29 +308,18 @@ def async_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterat
                         name: str) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> AsyncIterator[Any]:
-        started = _start(telemetry, self, name, options, count=True)
+        started = _start(telemetry, self, name, options)
         if started is None:
             return wrapped(self, messages, **options)
         try:
-            outcomes = wrapped(started.observed, messages, **started.options)
+            outcomes: AsyncIterator[Any] = started.observed._send_many_iter(
+                messages, started.options, _ending(telemetry, started, _NoScope()))
         except BaseException as error:
             _finish(telemetry, started, error=error)
             raise
         finally:
             started.scope.__exit__(None, None, None)
-        ended = _NoScope()
-
-        async def counted() -> AsyncIterator[Any]:
-            # The outcomes are counted a batch at a time (``_Batches``), not here.
-            try:
-                async for outcome in outcomes:
-                    yield outcome
-            except BaseException as error:
-                _finish(telemetry, started, error=error, scope=ended)
-                raise
-            _finish(telemetry, started, scope=ended)
-
-        return counted()
+        return outcomes
 
     return traced
 

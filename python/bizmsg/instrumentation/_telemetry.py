@@ -4,6 +4,7 @@ per ``instrument()`` from the providers it was given (or the global ones)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,27 @@ def _unreachable(options: metrics.CallbackOptions) -> Iterable[metrics.Observati
     return [metrics.Observation(_native.shared_state_outages()[1])]
 
 
+class InFlight:
+    """The calls and campaigns in progress, counted here (a lock and an int: a fraction of a
+    microsecond) and reported by an observable up-down counter when metrics are collected,
+    instead of two SDK measurements per call (about 20 µs each, exemplars included)."""
+
+    __slots__ = ("_count", "_lock")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def add(self, amount: int) -> None:
+        with self._lock:
+            self._count += amount
+
+    def observe(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        if not observing:
+            return []
+        return [metrics.Observation(self._count)]
+
+
 def message_share(value: object) -> float:
     """``campaign_message_spans=``: ``True`` (every message), ``False`` (none, the default) or
     the share of messages traced, from 0 to 1."""
@@ -63,7 +85,7 @@ class Telemetry:
     messages: metrics.Counter
     retries: metrics.Counter
     throttled: metrics.Counter
-    in_flight: metrics.UpDownCounter
+    in_flight: InFlight
     pacing_wait: metrics.ObservableCounter
     outages: metrics.ObservableCounter
     unreachable: metrics.ObservableUpDownCounter
@@ -75,6 +97,10 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
          message_sample: float = 0.0) -> Telemetry:
     tracer = trace.get_tracer(SCOPE, version, tracer_provider=tracer_provider)
     meter = metrics.get_meter(SCOPE, version, meter_provider=meter_provider)
+    in_flight = InFlight()
+    meter.create_observable_up_down_counter(
+        "bizmsg.calls.in_flight", callbacks=[in_flight.observe], unit="{call}",
+        description="Calls (sends, listings) and campaigns in progress.")
     return Telemetry(
         tracer=tracer,
         request_duration=meter.create_histogram(
@@ -90,9 +116,7 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
         throttled=meter.create_counter(
             "bizmsg.throttled", unit="{answer}",
             description="Throttling answers of the service (429, 503), by status."),
-        in_flight=meter.create_up_down_counter(
-            "bizmsg.calls.in_flight", unit="{call}",
-            description="Calls (sends, listings) and campaigns in progress."),
+        in_flight=in_flight,
         pacing_wait=meter.create_observable_counter(
             "bizmsg.pacing.wait", callbacks=[_pacing_wait], unit="s",
             description="Seconds this process's sends waited for their pacing slots and "

@@ -1,0 +1,137 @@
+"""OpenTelemetry and ``send_many_iter``: the generator the caller gets is the campaign's own
+(the instrumentation does nothing per outcome, sync or async: the campaign calls it once, at
+its end), the counts come from the campaign's result, and leaving the loop early ends the
+campaign's span without an error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+import bizmsg  # noqa: E402
+from bizmsg._campaign import drivers  # noqa: E402
+from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
+from bizmsg.testing import Sandbox  # noqa: E402
+from conftest import Number  # noqa: E402
+from otel_support import Otel  # noqa: E402
+
+TEMPLATE = bizmsg.Template(name="n", parameters=["p"], language="en")
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                            meter_provider=telemetry.meter_provider)
+    yield telemetry
+    instrumentor.uninstrument()
+
+
+def messages(sender: Number, count: int) -> list[bizmsg.Message]:
+    return [bizmsg.Message(to=f"4477009{i:05d}", from_=sender.digits, template=TEMPLATE)
+            for i in range(count)]
+
+
+def test_the_sync_generator_is_the_campaigns_own(otel: Otel, sandbox: Sandbox,
+                                                 sender: Number) -> None:
+    """Regression: it was a wrapping generator, resumed once per outcome."""
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 3))
+        assert outcomes.gi_code is drivers.send_many_iter.__code__  # type: ignore[attr-defined]
+        assert len(list(outcomes)) == 3
+
+
+async def test_the_async_generator_is_the_campaigns_own(otel: Otel, sandbox: Sandbox,
+                                                        sender: Number) -> None:
+    """Regression: it was a wrapping async generator, one more step per outcome."""
+    async with sandbox.async_client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 3))
+        code = outcomes.ag_code  # type: ignore[attr-defined]
+        assert code is drivers.send_many_iter_async.__code__
+        assert len([o async for o in outcomes]) == 3
+
+
+def test_a_sync_send_many_iter_is_counted_from_its_result(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 3))
+        with pytest.raises(StopIteration) as ended:
+            while True:
+                next(outcomes)
+    result = ended.value.value
+    assert isinstance(result, bizmsg.BulkResult) and result.counts["sent"] == 3
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["messaging.batch.message_count"] == 3
+    assert campaign.status.status_code is StatusCode.UNSET
+
+
+async def test_an_async_send_many_iter_is_counted_from_its_result(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    rejected = bizmsg.Message(to="447700900199", from_="14155550199", template=TEMPLATE)
+    batches: list[int] = []
+    async with sandbox.async_client() as client:
+        statuses = [o.status async for o in client.messages.send_many_iter(
+            [*messages(sender, 3), rejected],
+            on_result=lambda batch: batches.append(len(batch)))]
+    assert sorted(statuses) == ["rejected", "sent", "sent", "sent"] and sum(batches) == 4
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.sent"] == 3
+    assert campaign.attributes["bizmsg.campaign.rejected"] == 1
+    assert campaign.attributes["messaging.batch.message_count"] == 4
+    messages_metric = {p.attributes["bizmsg.outcome"]: p.value
+                       for p in otel.metrics()["bizmsg.messages"]}
+    assert messages_metric == {"sent": 3, "rejected": 1}
+
+
+def test_leaving_the_loop_early_ends_the_span_without_an_error(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    with sandbox.client() as client:
+        for seen, _ in enumerate(client.messages.send_many_iter(messages(sender, 600),
+                                                                concurrency=2), 1):
+            if seen == 5:
+                break
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.status.status_code is StatusCode.UNSET
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.stop_reason"]
+    # What it did before it stopped: at least the 5 seen, never the 600.
+    assert 5 <= campaign.attributes["bizmsg.campaign.sent"] < 600
+    assert [e.name for e in campaign.events][-1] == "bizmsg.campaign.stop"
+
+
+async def test_leaving_an_async_loop_early_ends_the_span_without_an_error(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    async with sandbox.async_client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 600), concurrency=2)
+        seen = 0
+        async for _ in outcomes:
+            seen += 1
+            if seen == 5:
+                break
+        await outcomes.aclose()  # type: ignore[attr-defined]
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.status.status_code is StatusCode.UNSET
+    assert campaign.attributes is not None
+    assert 5 <= campaign.attributes["bizmsg.campaign.sent"] < 600
+
+
+def test_a_campaign_that_raises_keeps_its_error_on_the_span(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    def full(batch: list[bizmsg.SendOutcome]) -> None:
+        raise LookupError("sink full")
+
+    with sandbox.client() as client, pytest.raises(LookupError):
+        for _ in client.messages.send_many_iter(messages(sender, 10), on_result=full):
+            pass
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.status.status_code is StatusCode.ERROR
+    assert campaign.attributes is not None and campaign.attributes["error.type"] == "LookupError"
