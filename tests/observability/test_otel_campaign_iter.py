@@ -5,6 +5,7 @@ campaign's span without an error."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -102,7 +103,7 @@ def test_leaving_the_loop_early_ends_the_span_without_an_error(
     [campaign] = otel.named("send_many_iter")
     assert campaign.status.status_code is StatusCode.UNSET
     assert campaign.attributes is not None
-    assert campaign.attributes["bizmsg.campaign.stop_reason"]
+    assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller stopped iterating"
     # What it did before it stopped: at least the 5 seen, never the 600.
     assert 5 <= campaign.attributes["bizmsg.campaign.sent"] < 600
     assert [e.name for e in campaign.events][-1] == "bizmsg.campaign.stop"
@@ -122,6 +123,7 @@ async def test_leaving_an_async_loop_early_ends_the_span_without_an_error(
     assert campaign.status.status_code is StatusCode.UNSET
     assert campaign.attributes is not None
     assert 5 <= campaign.attributes["bizmsg.campaign.sent"] < 600
+    assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller stopped iterating"
 
 
 def test_a_campaign_that_raises_keeps_its_error_on_the_span(
@@ -135,3 +137,45 @@ def test_a_campaign_that_raises_keeps_its_error_on_the_span(
     [campaign] = otel.named("send_many_iter")
     assert campaign.status.status_code is StatusCode.ERROR
     assert campaign.attributes is not None and campaign.attributes["error.type"] == "LookupError"
+
+
+def in_flight(otel: Otel) -> float:
+    [point] = otel.metrics()["bizmsg.calls.in_flight"]
+    return float(point.value)
+
+
+def test_a_generator_never_iterated_ends_its_span_when_collected(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    """Regression (review): its span never ended and the calls in flight stayed raised."""
+    with sandbox.client() as client:
+        client.messages.send_many_iter(messages(sender, 3))
+        gc.collect()
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller never iterated"
+    assert in_flight(otel) == 0
+
+
+async def test_an_async_generator_never_iterated_ends_its_span_when_collected(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    async with sandbox.async_client() as client:
+        client.messages.send_many_iter(messages(sender, 3))
+        gc.collect()
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller never iterated"
+    assert in_flight(otel) == 0
+
+
+def test_a_generator_collected_after_it_began_ends_once_with_its_counts(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 300), concurrency=2)
+        next(outcomes)
+        del outcomes
+        gc.collect()
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller stopped iterating"
+    assert campaign.attributes["bizmsg.campaign.sent"] >= 1
+    assert in_flight(otel) == 0

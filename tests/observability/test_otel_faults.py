@@ -7,6 +7,7 @@ call returns its result, or raises its own error, as it would untraced. Regressi
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
@@ -60,9 +62,15 @@ def messages(sender: Number, count: int) -> list[bizmsg.Message]:
             for i in range(count)]
 
 
-def warned(caplog: pytest.LogCaptureFixture) -> bool:
-    return any(r.levelname == "WARNING" and "bizmsg.instrumentation" in r.getMessage()
-               and "processor boom" in (r.exc_text or "") for r in caplog.records)
+def warned(caplog: pytest.LogCaptureFixture, boom: str = "processor boom") -> bool:
+    """A fault was logged (a WARNING the first time for its kind, DEBUG after)."""
+    return any("bizmsg.instrumentation" in r.getMessage() and boom in (r.exc_text or "")
+               for r in caplog.records)
+
+
+@pytest.fixture(autouse=True)
+def every_record(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="bizmsg")
 
 
 def test_a_send_returns_its_result(processor: Raising, client: bizmsg.Client, sender: Number,
@@ -137,3 +145,136 @@ def test_an_interrupted_campaign_keeps_its_own_error(processor: Raising, sandbox
         client.messages.send_many(messages(sender, 10), on_result=stop)
     assert "caller stops" in str(raised.value)
     assert len(raised.value.bulk_result) == 10  # type: ignore[attr-defined]
+
+
+class RaisingPropagator:
+    """A text map propagator whose ``inject`` raises."""
+
+    fields: set[str] = set()
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        raise RuntimeError("propagator boom")
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context
+
+
+def test_a_failing_propagator_leaves_the_call_traced_without_headers(
+        sandbox: Sandbox, client: bizmsg.Client, sender: Number,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Regression (review): the call's span was ended at once and the call ran untraced."""
+    from opentelemetry import propagate
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(RaisingPropagator())  # type: ignore[arg-type]
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with pytest.raises(bizmsg.SendRejectedError):
+            client.messages.send_template(to=RECIPIENT, from_="14155550199", name="n",
+                                          parameters="p", language="en")
+    finally:
+        instrumentor.uninstrument()
+        propagate.set_global_textmap(before)
+    [send] = [span for span in exporter.get_finished_spans() if span.name == "send"]
+    assert send.attributes is not None and send.attributes["error.type"] == "SendRejectedError"
+    assert "traceparent" not in sandbox.requests()[0]["headers"]
+    assert warned(caplog, "propagator boom")
+
+
+def test_each_kind_of_fault_is_a_warning_once(processor: Raising, client: bizmsg.Client,
+                                              sender: Number,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A processor that fails on every span must not write a traceback per send."""
+    from bizmsg.instrumentation import _guard
+
+    _guard._warned.clear()
+    for _ in range(5):
+        client.messages.send_template(to=RECIPIENT, from_=sender.digits, name="n",
+                                      parameters="p", language="en")
+    faults = [r for r in caplog.records if "bizmsg.instrumentation" in r.getMessage()]
+    warnings = [r for r in faults if r.levelno == logging.WARNING]
+    assert 1 <= len(warnings) <= 2  # the span's start and its end are two kinds
+    assert len(faults) > len(warnings)
+
+
+class RaisingMeter:
+    """A meter provider whose instruments raise on every measurement."""
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _instrument(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    create_counter = create_up_down_counter = create_histogram = _instrument
+    create_observable_counter = create_observable_up_down_counter = _instrument
+    create_observable_gauge = create_gauge = _instrument
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("meter boom")
+
+    record = set = add
+
+
+def test_a_failing_meter_never_makes_a_failed_campaign_look_successful(
+        sandbox: Sandbox, sender: Number, caplog: pytest.LogCaptureFixture) -> None:
+    """Regression (review): the counts were recorded before the error, and a raising meter
+    left the span without it; a message's span was never ended."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, meter_provider=RaisingMeter(),
+                            campaign_message_spans=True)
+
+    def full(batch: list[bizmsg.SendOutcome]) -> None:
+        raise LookupError("sink full")
+
+    try:
+        with sandbox.client() as client, pytest.raises(LookupError):
+            client.messages.send_many(messages(sender, 5), on_result=full)
+    finally:
+        instrumentor.uninstrument()
+    spans = exporter.get_finished_spans()
+    [campaign] = [span for span in spans if span.name == "send_many"]
+    assert campaign.status.status_code is StatusCode.ERROR
+    assert campaign.attributes is not None and campaign.attributes["error.type"] == "LookupError"
+    assert [span.name for span in spans].count("send") >= 1
+    assert warned(caplog, "meter boom")
+
+
+class SlowExporterInterrupted(SpanProcessor):
+    """A Ctrl-C landing while the campaign's span ends (in a slow exporter)."""
+
+    def on_end(self, span: Any) -> None:
+        if span.name.startswith("send_many"):
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("method", ["send_many", "send_many_iter"])
+def test_a_ctrl_c_while_a_finished_campaigns_span_ends_keeps_its_result(
+        sandbox: Sandbox, sender: Number, method: str) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SlowExporterInterrupted())
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with sandbox.client() as client, pytest.raises(KeyboardInterrupt) as raised:
+            if method == "send_many":
+                client.messages.send_many(messages(sender, 4))
+            else:
+                for _ in client.messages.send_many_iter(messages(sender, 4)):
+                    pass
+    finally:
+        instrumentor.uninstrument()
+    result = raised.value.bulk_result  # type: ignore[attr-defined]
+    assert result.counts["sent"] == 4

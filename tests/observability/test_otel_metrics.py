@@ -50,6 +50,29 @@ def test_calls_in_flight_are_read_when_collected(otel: Otel, sender: Number) -> 
     assert in_flight(otel) == 0
 
 
+def test_calls_in_flight_after_instrumenting_again_on_the_same_meter(sender: Number) -> None:
+    """Regression (review): the meter kept the first instrument's callback, and the second
+    ``instrument()`` counted where nothing read."""
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    for _ in range(2):
+        instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                                meter_provider=telemetry.meter_provider)
+        try:
+            with Sandbox(delay=0.5) as slow, slow.client() as client:
+                sending = threading.Thread(target=lambda: client.messages.send_template(
+                    to=RECIPIENT, from_=sender.digits, name="n", parameters="p",
+                    language="en"))
+                sending.start()
+                deadline = time.monotonic() + 5
+                while not slow.requests() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert in_flight(telemetry) == 1
+                sending.join()
+        finally:
+            instrumentor.uninstrument()
+
+
 def test_uninstrument_stops_the_calls_in_flight(sender: Number, sandbox: Sandbox) -> None:
     telemetry = Otel()
     instrumentor = BizmsgInstrumentor()

@@ -183,12 +183,13 @@ class Collector:
         error = (self.done or {}).get("error")
         raised = self.raised or error
         if raised is not None:
-            _attach(raised, result)
+            attach(raised, result)
             raise raised
         return result
 
 
-def _attach(exc: BaseException, result: BulkResult) -> None:
+def attach(exc: BaseException, result: BulkResult) -> None:
+    """Puts ``result`` on the exception that ended its campaign (``bulk_result``, and a note)."""
     try:
         exc.bulk_result = result  # type: ignore[attr-defined]
     except AttributeError:  # pragma: no cover - exceptions without a __dict__

@@ -24,10 +24,10 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _native
-from .collector import Collector, progress_bar
+from .collector import Collector, attach, progress_bar
 from .message import rows_of
 from .results import BulkResult, CampaignPlan
 
@@ -325,29 +325,43 @@ class _Ready:
         self.batches.clear()
 
 
-#: Called once when a ``send_many_iter`` ends: with its result, or with the exception that
-#: ended it (the instrumentation's, ``bizmsg.instrumentation``, to end the campaign's span with
-#: no work per outcome). Never given by a user.
-OnEnd = Callable[["BulkResult | None", "BaseException | None"], None]
+class Watcher(Protocol):
+    """Told when a ``send_many_iter`` begins (its first ``next()``) and when it ends, once, with
+    its result or the exception that ended it (the consumer leaving the loop is a
+    ``GeneratorExit``; the result is then what it had done). The instrumentation's
+    (``bizmsg.instrumentation``): it ends the campaign's span with no work per outcome. Never
+    given by a user."""
+
+    def began(self) -> None: ...
+
+    def ended(self, result: BulkResult | None, error: BaseException | None) -> None: ...
 
 
-def _ended_by(on_end: OnEnd, collector: Collector | None, error: BaseException) -> None:
-    """Tells ``on_end`` the campaign ended with ``error`` (the consumer leaving the loop is a
-    ``GeneratorExit``), with what it had done by then."""
-    partial: BulkResult | None = None
-    if collector is not None:
+def _ended(watcher: Watcher, collector: Collector | None, result: BulkResult | None,
+           error: BaseException | None) -> None:
+    """Tells ``watcher`` the campaign ended (with what it had done by then, on an exception).
+    A ``KeyboardInterrupt`` raised while it is told (a Ctrl-C landing in a slow span exporter)
+    carries the campaign's result on ``bulk_result``, as any interruption of a campaign does."""
+    if error is not None and collector is not None:
         try:
-            partial = collector.result()
+            result = collector.result()
         except Exception:  # pragma: no cover - the error that ended it is what matters
-            partial = None
-    on_end(partial, error)
+            result = None
+    try:
+        watcher.ended(result, error)
+    except BaseException as interrupted:
+        if result is not None and error is None:
+            attach(interrupted, result)
+        raise
 
 
 def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[str, Any],
-                   on_end: OnEnd | None = None) -> Generator[SendOutcome, None, BulkResult]:
+                   watcher: Watcher | None = None) -> Generator[SendOutcome, None, BulkResult]:
     """Yields each outcome as it completes; returns (``StopIteration.value``) the
     :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
     warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
+    if watcher is not None:
+        watcher.began()
     collector: Collector | None = None
     try:
         rows = rows_of(messages)  # a DataFrame: its rows
@@ -378,17 +392,19 @@ def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[s
             yield from collector.account_for_the_rest(run, rows, source)
         result = collector.finish()
     except BaseException as error:
-        if on_end is not None:
-            _ended_by(on_end, collector, error)
+        if watcher is not None:
+            _ended(watcher, collector, None, error)
         raise
-    if on_end is not None:
-        on_end(result, None)
+    if watcher is not None:
+        _ended(watcher, collector, result, None)
     return result
 
 
 async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
-                               options: Mapping[str, Any], on_end: OnEnd | None = None
+                               options: Mapping[str, Any], watcher: Watcher | None = None
                                ) -> AsyncIterator[SendOutcome]:
+    if watcher is not None:
+        watcher.began()
     collector: Collector | None = None
     try:
         rows = rows_of(messages)  # a DataFrame: its rows
@@ -413,8 +429,8 @@ async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
                 collector.unread_from = run.read
         result = collector.finish()
     except BaseException as error:
-        if on_end is not None:
-            _ended_by(on_end, collector, error)
+        if watcher is not None:
+            _ended(watcher, collector, None, error)
         raise
-    if on_end is not None:
-        on_end(result, None)
+    if watcher is not None:
+        _ended(watcher, collector, result, None)

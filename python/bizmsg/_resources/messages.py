@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .._campaign import BulkResult, CampaignPlan
-    from .._campaign.drivers import OnEnd
+    from .._campaign.drivers import Watcher
     from .._campaign.message import AsyncMessageInput as AsyncInput
     from .._campaign.message import MessageInput as Input
 
@@ -108,14 +108,14 @@ class Messages(Resource):
         return self._send_many_iter(messages, options, None)
 
     def _send_many_iter(self, messages: Input, options: Mapping[str, Any],
-                        on_end: OnEnd | None) -> Iterator[_native.SendOutcome]:
-        """:meth:`send_many_iter`, calling ``on_end`` once when it ends (the
+                        watcher: Watcher | None) -> Iterator[_native.SendOutcome]:
+        """:meth:`send_many_iter`, telling ``watcher`` when it begins and ends (the
         instrumentation's, which so does nothing per outcome)."""
         resolved = resolve(options, CampaignOptions, "Messages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter(run, messages, resolved, on_end)
+        return drivers.send_many_iter(run, messages, resolved, watcher)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -218,14 +218,14 @@ class AsyncMessages(Resource):
         return self._send_many_iter(messages, options, None)
 
     def _send_many_iter(self, messages: AsyncInput, options: Mapping[str, Any],
-                        on_end: OnEnd | None) -> AsyncIterator[_native.SendOutcome]:
-        """:meth:`send_many_iter`, calling ``on_end`` once when it ends (see
+                        watcher: Watcher | None) -> AsyncIterator[_native.SendOutcome]:
+        """:meth:`send_many_iter`, telling ``watcher`` when it begins and ends (see
         :meth:`Messages._send_many_iter`)."""
         resolved = resolve(options, CampaignOptions, "AsyncMessages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter_async(run, messages, resolved, on_end)
+        return drivers.send_many_iter_async(run, messages, resolved, watcher)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,

@@ -52,9 +52,8 @@ def _targets() -> list[tuple[type, str, _Wrap, str]]:
         (messages.AsyncMessages, "send_template", _send_async, "send"),
         (messages.Messages, "send_many", _campaigns.sync_campaign, "send_many"),
         (messages.AsyncMessages, "send_many", _campaigns.async_campaign, "send_many"),
-        (messages.Messages, "send_many_iter", _campaigns.sync_campaign_iter, "send_many_iter"),
-        (messages.AsyncMessages, "send_many_iter", _campaigns.async_campaign_iter,
-         "send_many_iter"),
+        (messages.Messages, "send_many_iter", _campaigns.campaign_iter, "send_many_iter"),
+        (messages.AsyncMessages, "send_many_iter", _campaigns.campaign_iter, "send_many_iter"),
     ]
     for cls, listing in ((listings.BusinessAccounts, "business_accounts"),
                          (listings.BusinessPhoneNumbers, "business_phone_numbers")):

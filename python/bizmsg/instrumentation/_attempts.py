@@ -34,9 +34,15 @@ class Server:
 
 def record(telemetry: Telemetry, parent: trace.Span, server: Server,
            attempts: Sequence[Attempt], transport: str) -> None:
+    """The attempts' CLIENT spans, then their measurements: a meter that fails costs no span."""
+    _spans(telemetry, parent, server, attempts, transport)
+    _measure(telemetry, server, attempts)
+
+
+def _spans(telemetry: Telemetry, parent: trace.Span, server: Server,
+           attempts: Sequence[Attempt], transport: str) -> None:
     context = trace.set_span_in_context(parent)
     protocol_version = "2" if transport == "http2" else "1.1"
-    previous_error: str | None = None
     for method, path, start_ns, end_ns, status, error_type, resend_count in attempts:
         attributes: dict[str, str | int] = {
             "http.request.method": method,
@@ -60,6 +66,10 @@ def record(telemetry: Telemetry, parent: trace.Span, server: Server,
             span.set_status(Status(StatusCode.ERROR))
         span.end(end_time=end_ns)
 
+
+def _measure(telemetry: Telemetry, server: Server, attempts: Sequence[Attempt]) -> None:
+    previous_error: str | None = None
+    for method, path, start_ns, end_ns, status, error_type, resend_count in attempts:
         metric: dict[str, str | int] = {
             "http.request.method": method, "server.address": server.address,
             "server.port": server.port, "url.template": path,

@@ -17,17 +17,20 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import _native
 from ..errors import SendOutcomeUnknownError, SendRejectedError
 from . import _attempts
-from ._guard import quietly
+from ._guard import guarded, quietly
 from ._telemetry import Telemetry
 
 R = TypeVar("R")
 
 
 def _headers() -> dict[str, str]:
-    """The current context's trace headers, as every configured propagator writes them."""
+    """The current context's trace headers, as every configured propagator writes them; none
+    if a propagator fails (the call is traced all the same, its requests carry no context)."""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return carrier
+    with quietly("injecting the trace context (a propagator)"):
+        propagate.inject(carrier)
+        return carrier
+    return {}
 
 
 def _log_ids() -> tuple[str, str, bool] | None:
@@ -113,7 +116,6 @@ class _Call:
     def __init__(self, telemetry: Telemetry, resource: Any, name: str,
                  attributes: dict[str, str], is_send: bool) -> None:
         self.telemetry = telemetry
-        self.name = name
         self.is_send = is_send
         self.server = _server(resource)
         self.transport = resource._native.transport
@@ -123,24 +125,24 @@ class _Call:
         self.scope.__enter__()
         try:
             self.resource, self.log = observed_resource(resource, record_attempts=True)
-            telemetry.in_flight.add(1)
         except BaseException:
             self.scope.__exit__(None, None, None)
             self.span.end()
             raise
+        # Last: counted only once nothing more can fail before the call.
+        telemetry.in_flight.add(1)
 
     @classmethod
+    @guarded("starting a call's span")
     def begin(cls, telemetry: Telemetry, resource: Any, name: str, is_send: bool,
-              kwargs: dict[str, Any]) -> _Call | None:
-        """The call's span started, or ``None`` if it could not be (the call runs untraced:
+              kwargs: dict[str, Any]) -> _Call:
+        """The call's span started; ``None`` if it could not be (the call runs untraced:
         ``_guard.py``)."""
-        with quietly(f"starting the span of {name}"):
-            attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
-            return cls(telemetry, resource, name, attributes, is_send)
-        return None
+        attributes = _send_attributes(kwargs) if is_send else {"bizmsg.listing": name}
+        return cls(telemetry, resource, name, attributes, is_send)
 
     def done(self, result: Any = None, error: BaseException | None = None) -> None:
-        with quietly(f"recording the span of {self.name}"):
+        with quietly("ending a call's span"):
             try:
                 outcome = "sent"
                 if error is not None:
@@ -195,17 +197,12 @@ def async_call(telemetry: Telemetry, wrapped: Callable[..., Any], name: str, is_
     return traced
 
 
+@guarded("recording the spans of a listing's pages")
 def _page_spans(telemetry: Telemetry, name: str, server: _attempts.Server, transport: str,
                 parent: trace.Span | None, log: _native.AttemptLog) -> None:
     """A span for each page whose attempts the stream has made since the last look, with those
     attempts under it (pages are read ahead by Rust, so several may be found at once: a page
     starts at an attempt that is no resend). Never raises (``_guard.py``)."""
-    with quietly(f"recording the spans of {name}'s pages"):
-        _record_pages(telemetry, name, server, transport, parent, log)
-
-
-def _record_pages(telemetry: Telemetry, name: str, server: _attempts.Server, transport: str,
-                  parent: trace.Span | None, log: _native.AttemptLog) -> None:
     pages: list[list[_attempts.Attempt]] = []
     for attempt in log.take():
         if attempt[6] == 0 or not pages:
@@ -222,23 +219,21 @@ def _record_pages(telemetry: Telemetry, name: str, server: _attempts.Server, tra
         span.end(end_time=attempts[-1][3])
 
 
-def _stream_start(resource: Any, name: str
-                  ) -> tuple[trace.Span, _attempts.Server, str, Any, _native.AttemptLog] | None:
+@guarded("starting the trace of a listing")
+def _stream_start(resource: Any) -> tuple[trace.Span, _attempts.Server, str, Any, _native.AttemptLog]:
     """What a traced ``iter()`` needs: the caller's span (the pages' parent), where the
     requests go, and a handle whose requests carry the trace context with the log of their
     attempts; ``None`` if that could not be made (the stream runs untraced)."""
-    with quietly(f"starting the trace of {name}"):
-        parent = trace.get_current_span()
-        observed, log = observed_resource(resource, record_attempts=True)
-        return parent, _server(resource), resource._native.transport, observed, log
-    return None
+    parent = trace.get_current_span()
+    observed, log = observed_resource(resource, record_attempts=True)
+    return parent, _server(resource), resource._native.transport, observed, log
 
 
 def sync_iter(telemetry: Telemetry, wrapped: Callable[..., Iterator[Any]], name: str
               ) -> Callable[..., Iterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        traced_stream = _stream_start(self, name)
+        traced_stream = _stream_start(self)
         if traced_stream is None:
             return wrapped(self, *args, **kwargs)
         parent, server, transport, resource, log = traced_stream
@@ -261,7 +256,7 @@ def async_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterator[Any]],
                ) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(wrapped)
     def traced(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        traced_stream = _stream_start(self, name)
+        traced_stream = _stream_start(self)
         if traced_stream is None:
             return wrapped(self, *args, **kwargs)
         parent, server, transport, resource, log = traced_stream

@@ -10,27 +10,30 @@ span under the run's, with a CLIENT span per attempt under it: Rust records the 
 and attempts and hands them back with its outcome, and the spans are built a batch of outcomes
 at a time, as the batch arrives (the campaign's ``on_result`` is wrapped for it). Without it, no
 message is traced and nothing is done per message: the counts come from the campaign's result.
-A ``send_many_iter``'s generator (sync or async) is the caller's, unwrapped: it calls the
-instrumentation once, at its end, with its result (``drivers.OnEnd``)."""
+A ``send_many_iter``'s generator (sync or async) is the caller's, unwrapped: it tells the
+instrumentation when it begins and when it ends, with its result (``drivers.Watcher``)."""
 
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import AsyncIterator, Callable, Generator
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import _native
+from .._campaign.collector import attach
 from .._campaign.results import STATUSES
 from . import _attempts, _calls
-from ._guard import quietly
+from ._guard import guarded, quietly
 from ._telemetry import Telemetry
 
-#: The stop reason of a ``send_many_iter`` whose caller left its loop early.
+#: The stop reason of a ``send_many_iter`` whose caller left its loop early...
 LEFT_THE_LOOP = "the caller stopped iterating"
+#: ... and of one never iterated at all (its generator collected before its first ``next()``).
+NEVER_ITERATED = "the caller never iterated"
 
 #: The outcomes whose span is an error.
 _ERRORS = frozenset(("rejected", "unknown", "failed"))
@@ -51,14 +54,9 @@ class _Batches:
     def __call__(self, batch: list[Any]) -> object:
         if batch is not self.last:
             self.last = batch
-            try:
+            # A fault here must not stop the campaign, as an exception from on_result would.
+            with quietly("building the spans of a campaign's messages"):
                 self.spans.record(batch)
-            except Exception:
-                # A fault of the instrumentation (or of the SDK) must not stop the campaign,
-                # as an exception from on_result would.
-                logging.getLogger("bizmsg").warning(
-                    "bizmsg.instrumentation: the spans of a batch of campaign outcomes could "
-                    "not be built", exc_info=True)
         if self.on_result is not None:
             return self.on_result(batch)
         return None
@@ -78,29 +76,33 @@ class _MessageSpans:
 
     def record(self, batch: list[Any]) -> None:
         _pauses(self.parent, self.log)
-        telemetry = self.telemetry
         for outcome in batch:
             traced = outcome._take_trace()
-            if traced is None:
-                continue
-            start, end, recipient, sender, sms_id, code, attempts = traced
-            status = outcome.status
-            attributes: dict[str, str | int] = {
-                "messaging.system": "bizmsg", "messaging.operation.type": "send",
-                "messaging.operation.name": "send", "bizmsg.recipient": recipient,
-                "messaging.destination.name": sender,
-                "bizmsg.outcome": status, "bizmsg.campaign.message.index": outcome.index,
-            }
-            key = outcome.idempotency_key
-            if key is not None:
-                attributes["bizmsg.idempotency_key"] = key
-            if sms_id is not None:
-                attributes["messaging.message.id"] = sms_id
-            if code is not None:
-                attributes["bizmsg.commit.code"] = code
-            span = telemetry.tracer.start_span("send", context=self.context,
-                                               kind=SpanKind.PRODUCER, attributes=attributes,
-                                               start_time=start)
+            if traced is not None:
+                # One message's fault costs that message's span, not the batch's others.
+                with quietly("building the span of a campaign's message"):
+                    self._span(outcome, traced)
+
+    def _span(self, outcome: Any, traced: Any) -> None:
+        start, end, recipient, sender, sms_id, code, attempts = traced
+        status = outcome.status
+        attributes: dict[str, str | int] = {
+            "messaging.system": "bizmsg", "messaging.operation.type": "send",
+            "messaging.operation.name": "send", "bizmsg.recipient": recipient,
+            "messaging.destination.name": sender,
+            "bizmsg.outcome": status, "bizmsg.campaign.message.index": outcome.index,
+        }
+        key = outcome.idempotency_key
+        if key is not None:
+            attributes["bizmsg.idempotency_key"] = key
+        if sms_id is not None:
+            attributes["messaging.message.id"] = sms_id
+        if code is not None:
+            attributes["bizmsg.commit.code"] = code
+        span = self.telemetry.tracer.start_span("send", context=self.context,
+                                                kind=SpanKind.PRODUCER, attributes=attributes,
+                                                start_time=start)
+        try:
             if status in _ERRORS:
                 error = outcome.error
                 if error is not None:
@@ -109,7 +111,8 @@ class _MessageSpans:
                     span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 else:  # pragma: no cover - every such outcome has its error
                     span.set_status(Status(StatusCode.ERROR, status))
-            _attempts.record(telemetry, span, self.server, attempts, self.transport)
+            _attempts.record(self.telemetry, span, self.server, attempts, self.transport)
+        finally:
             span.end(end_time=end)
 
 
@@ -129,33 +132,31 @@ def _pauses(span: trace.Span, log: _native.AttemptLog) -> None:
 
 
 class _Started:
-    """A campaign's span as it started: its name, the span, its scope, the handle the campaign
-    runs on (and its log) and the options it runs with (``on_result`` wrapped, ``_Batches``,
-    for message spans)."""
+    """A campaign's span as it started: the span, its scope (left at once by a
+    ``send_many_iter``, ``leave``), the handle the campaign runs on (and its log) and the
+    options it runs with (``on_result`` wrapped, ``_Batches``, for message spans)."""
 
-    __slots__ = ("name", "span", "scope", "observed", "log", "options")
+    __slots__ = ("span", "scope", "observed", "log", "options")
 
-    def __init__(self, name: str, span: trace.Span, scope: Any, observed: Any,
+    def __init__(self, span: trace.Span, scope: Any, observed: Any,
                  log: _native.AttemptLog, options: dict[str, Any]) -> None:
-        self.name = name
         self.span = span
         self.scope = scope
         self.observed = observed
         self.log = log
         self.options = options
 
+    def leave(self) -> None:
+        """Gives the caller's own context back (the span stays open)."""
+        scope, self.scope = self.scope, _NoScope()
+        scope.__exit__(None, None, None)
 
+
+@guarded("starting a campaign's span")
 def _start(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
-           ) -> _Started | None:
-    """The campaign's span started, or ``None`` if it could not be: the campaign then runs
+           ) -> _Started:
+    """The campaign's span started; ``None`` if it could not be: the campaign then runs
     untraced (``_guard.py``)."""
-    with quietly(f"starting the span of {name}"):
-        return _started(telemetry, resource, name, options)
-    return None
-
-
-def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, Any]
-             ) -> _Started:
     attributes: dict[str, str | int | float] = {
         "messaging.system": "bizmsg", "messaging.operation.type": "send",
         "messaging.operation.name": name,
@@ -171,69 +172,79 @@ def _started(telemetry: Telemetry, resource: Any, name: str, options: dict[str, 
     span = telemetry.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
     scope = trace.use_span(span, end_on_exit=False)
     scope.__enter__()
-    # Messages are traced only under a span that is recorded (a sampled-out campaign's
-    # messages would be too).
-    share = telemetry.message_sample if span.is_recording() else 0.0
     try:
+        # Messages are traced only under a span that is recorded (a sampled-out campaign's
+        # messages would be too).
+        share = telemetry.message_sample if span.is_recording() else 0.0
         observed, log = _calls.observed_resource(resource, record_attempts=False,
                                                  message_sample=share)
-        telemetry.in_flight.add(1)
+        if share > 0:
+            spans = _MessageSpans(telemetry, span, resource, log)
+            options = {**options, "on_result": _Batches(options.get("on_result"), spans)}
     except BaseException:
         scope.__exit__(None, None, None)
         span.end()
         raise
-    if share > 0:
-        spans = _MessageSpans(telemetry, span, resource, log)
-        options = {**options, "on_result": _Batches(options.get("on_result"), spans)}
-    return _Started(name, span, scope, observed, log, options)
+    # Last: counted only once nothing more can fail before the campaign.
+    telemetry.in_flight.add(1)
+    return _Started(span, scope, observed, log, options)
 
 
+@guarded("ending a campaign's span")
 def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
-            error: BaseException | None = None, scope: Any = None) -> None:
-    """Records the campaign's end on its span and ends it. Never raises (``_guard.py``): the
-    campaign's result, or its own error, is what the caller gets."""
-    with quietly(f"recording the span of {started.name}"):
-        _record_end(telemetry, started, result, error, scope)
-
-
-def _record_end(telemetry: Telemetry, started: _Started, result: Any,
-                error: BaseException | None, scope: Any) -> None:
+            error: BaseException | None = None, stop_reason: str | None = None) -> None:
+    """Records the campaign's end on its span and ends it. Never raises an ``Exception``
+    (``_guard.py``): the campaign's result, or its own error, is what the caller gets. The
+    error is recorded first: a meter that fails after must not make a failed campaign look
+    successful."""
     span = started.span
-    counts: dict[str, int] = {}
     try:
+        # The caller leaving a send_many_iter's loop early stops the campaign: no error of it.
+        if isinstance(error, GeneratorExit):
+            stop_reason = LEFT_THE_LOOP
+        elif error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            span.set_attribute("error.type", type(error).__qualname__)
         _pauses(span, started.log)
         dropped = started.log.pauses_dropped
         if dropped:
             span.set_attribute("bizmsg.campaign.pauses_dropped", dropped)
         result = result if result is not None else getattr(error, "bulk_result", None)
-        # The caller leaving a send_many_iter's loop early stops the campaign: no error of it.
-        left = isinstance(error, GeneratorExit)
-        stop_reason: str | None = LEFT_THE_LOOP if left else None
+        counts: dict[str, int] = {}
         if result is not None and hasattr(result, "counts"):
             counts = dict(result.counts)
             for warning in result.warnings:
                 span.add_event("bizmsg.campaign.warning",
                                {"bizmsg.warning.kind": warning.kind,
                                 "bizmsg.warning.message": warning.message})
-            stop_reason = result.stop_reason or stop_reason
+            stop_reason = stop_reason or result.stop_reason
         if stop_reason is not None:
             span.add_event("bizmsg.campaign.stop", {"bizmsg.campaign.stop_reason": stop_reason})
             span.set_attribute("bizmsg.campaign.stop_reason", stop_reason)
         for status in STATUSES:
             span.set_attribute(f"bizmsg.campaign.{status}", counts.get(status, 0))
+        span.set_attribute("messaging.batch.message_count", sum(counts.values()))
+        for status in STATUSES:
             if counts.get(status):
                 telemetry.messages.add(counts[status], {"bizmsg.outcome": status})
-        span.set_attribute("messaging.batch.message_count", sum(counts.values()))
-        if error is not None and not left:
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            span.set_attribute("error.type", type(error).__qualname__)
     finally:
         try:
             telemetry.in_flight.add(-1)
         finally:
-            (scope or started.scope).__exit__(None, None, None)
+            started.scope.__exit__(None, None, None)
             span.end()
+
+
+def _finish_keeping(telemetry: Telemetry, started: _Started, result: Any) -> None:
+    """``_finish`` after a campaign that returned ``result``: a ``KeyboardInterrupt`` while
+    its span ends (a Ctrl-C landing in a slow exporter) carries the result on
+    ``bulk_result``, as any interrupted campaign's exception does."""
+    try:
+        _finish(telemetry, started, result)
+    except BaseException as interrupted:
+        attach(interrupted, result)
+        raise
 
 
 def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
@@ -248,7 +259,7 @@ def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         except BaseException as error:
             _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, started, result)
+        _finish_keeping(telemetry, started, result)
         return result
 
     return traced
@@ -266,59 +277,63 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         except BaseException as error:
             _finish(telemetry, started, error=error)
             raise
-        _finish(telemetry, started, result)
+        _finish_keeping(telemetry, started, result)
         return result
 
     return traced
 
 
-def _ending(telemetry: Telemetry, started: _Started, scope: Any
-            ) -> Callable[[Any, BaseException | None], None]:
-    """The ``on_end`` a ``send_many_iter`` calls once, at its end: nothing is done per outcome
-    (its generator is the caller's, unwrapped), and the counts are read from its result."""
-    def ended(result: Any, error: BaseException | None) -> None:
-        _finish(telemetry, started, result, error, scope=scope)
+class _Watcher:
+    """What a traced ``send_many_iter``'s generator tells (``drivers.Watcher``): its end ends
+    the campaign's span, once. A generator dropped before its first ``next()`` never runs
+    (nor tells anything): its span is ended when it is collected (``dropped``)."""
 
-    return ended
+    __slots__ = ("telemetry", "started", "began_at_all", "done", "__weakref__")
+
+    def __init__(self, telemetry: Telemetry, started: _Started) -> None:
+        self.telemetry = telemetry
+        self.started = started
+        self.began_at_all = False
+        self.done = False
+
+    def began(self) -> None:
+        self.began_at_all = True
+
+    def ended(self, result: Any, error: BaseException | None) -> None:
+        if not self.done:
+            self.done = True
+            _finish(self.telemetry, self.started, result, error)
+
+    def dropped(self) -> None:
+        # A generator that began is ended by its own close (which CPython runs after this
+        # callback when the generator is collected).
+        if not self.began_at_all and not self.done:
+            self.done = True
+            _finish(self.telemetry, self.started, stop_reason=NEVER_ITERATED)
 
 
-def sync_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Generator[Any, None, Any]],
-                       name: str) -> Callable[..., Generator[Any, None, Any]]:
+def campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
+                  ) -> Callable[..., Any]:
+    """``send_many_iter``, sync or async: returns the campaign's own generator."""
     @functools.wraps(wrapped)
-    def traced(self: Any, messages: Any, **options: Any) -> Generator[Any, None, Any]:
+    def traced(self: Any, messages: Any, **options: Any) -> Any:
         started = _start(telemetry, self, name, options)
         if started is None:
             return wrapped(self, messages, **options)
+        watcher = _Watcher(telemetry, started)
         # The span is current while the campaign starts (its requests take the context then);
-        # the caller's own context comes back for the loop over the outcomes.
+        # the caller's own context comes back for the loop over the outcomes. The traced path
+        # calls the method ``send_many_iter`` itself calls, with the watcher (``wrapped``
+        # cannot take one: its keywords are the campaign's options).
         try:
-            outcomes: Generator[Any, None, Any] = started.observed._send_many_iter(
-                messages, started.options, _ending(telemetry, started, _NoScope()))
+            outcomes = started.observed._send_many_iter(messages, started.options, watcher)
         except BaseException as error:
-            _finish(telemetry, started, error=error)
+            watcher.ended(None, error)
             raise
         finally:
-            started.scope.__exit__(None, None, None)
-        return outcomes
-
-    return traced
-
-
-def async_campaign_iter(telemetry: Telemetry, wrapped: Callable[..., AsyncIterator[Any]],
-                        name: str) -> Callable[..., AsyncIterator[Any]]:
-    @functools.wraps(wrapped)
-    def traced(self: Any, messages: Any, **options: Any) -> AsyncIterator[Any]:
-        started = _start(telemetry, self, name, options)
-        if started is None:
-            return wrapped(self, messages, **options)
-        try:
-            outcomes: AsyncIterator[Any] = started.observed._send_many_iter(
-                messages, started.options, _ending(telemetry, started, _NoScope()))
-        except BaseException as error:
-            _finish(telemetry, started, error=error)
-            raise
-        finally:
-            started.scope.__exit__(None, None, None)
+            started.leave()
+        finalizer = weakref.finalize(outcomes, watcher.dropped)
+        finalizer.atexit = False
         return outcomes
 
     return traced
@@ -329,5 +344,3 @@ class _NoScope:
 
     def __exit__(self, *_: object) -> None:
         return None
-
-

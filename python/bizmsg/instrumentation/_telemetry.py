@@ -3,8 +3,8 @@ per ``instrument()`` from the providers it was given (or the global ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +47,12 @@ def _unreachable(options: metrics.CallbackOptions) -> Iterable[metrics.Observati
 
 
 class InFlight:
-    """The calls and campaigns in progress, counted here (a lock and an int: a fraction of a
-    microsecond) and reported by an observable up-down counter when metrics are collected,
-    instead of two SDK measurements per call (about 20 µs each, exemplars included)."""
+    """The calls and campaigns in progress, counted here (a lock and an int) and reported by an
+    observable up-down counter when metrics are collected: no SDK measurement per call (two
+    were about 23 µs a call together, exemplars included). One for the process
+    (``IN_FLIGHT``): a meter hands back the instrument it already has for a name, with the
+    callback it was first made with, so an ``instrument()`` after ``uninstrument()`` must count
+    where the first one reads."""
 
     __slots__ = ("_count", "_lock")
 
@@ -61,10 +64,18 @@ class InFlight:
         with self._lock:
             self._count += amount
 
-    def observe(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-        if not observing:
-            return []
-        return [metrics.Observation(self._count)]
+    @property
+    def count(self) -> int:
+        return self._count
+
+
+IN_FLIGHT = InFlight()
+
+
+def _in_flight(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    if not observing:
+        return []
+    return [metrics.Observation(IN_FLIGHT.count)]
 
 
 def message_share(value: object) -> float:
@@ -97,10 +108,9 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
          message_sample: float = 0.0) -> Telemetry:
     tracer = trace.get_tracer(SCOPE, version, tracer_provider=tracer_provider)
     meter = metrics.get_meter(SCOPE, version, meter_provider=meter_provider)
-    in_flight = InFlight()
     meter.create_observable_up_down_counter(
-        "bizmsg.calls.in_flight", callbacks=[in_flight.observe], unit="{call}",
-        description="Calls (sends, listings) and campaigns in progress.")
+        "bizmsg.calls.in_flight", callbacks=[_in_flight], unit="{call}",
+        description="Calls (sends, list()) and campaigns in progress.")
     return Telemetry(
         tracer=tracer,
         request_duration=meter.create_histogram(
@@ -116,7 +126,7 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
         throttled=meter.create_counter(
             "bizmsg.throttled", unit="{answer}",
             description="Throttling answers of the service (429, 503), by status."),
-        in_flight=in_flight,
+        in_flight=IN_FLIGHT,
         pacing_wait=meter.create_observable_counter(
             "bizmsg.pacing.wait", callbacks=[_pacing_wait], unit="s",
             description="Seconds this process's sends waited for their pacing slots and "
