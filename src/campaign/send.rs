@@ -32,6 +32,10 @@ pub(super) struct Ready<P> {
     pub(super) key: String,
     /// Its sender's pace in messages per second (`pace="auto"`).
     pub(super) pace: Option<f64>,
+    /// Its journal row is `claimed` by this run: it is recorded `dispatched`
+    /// (`JournalStore::dispatch`) after its pacing wait, before its first request is written.
+    /// False without a journal, and for a message taken over in doubt (already `dispatched`).
+    pub(super) dispatch: bool,
 }
 
 /// The longest wait before sending again to a recipient whose pair rate was hit (131056).
@@ -73,6 +77,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         identity,
         key,
         pace,
+        dispatch,
     } = ready;
     // A retry's own key, once there is one (most messages never need one: no allocation).
     let current = Mutex::new(None);
@@ -104,7 +109,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         }),
         None => Cow::Borrowed(&context.call),
     };
-    let attempt = attempt(&context, &call, &prepared, keys, pace, &progress);
+    let attempt = attempt(&context, &call, &prepared, keys, pace, dispatch, &progress);
     let mut finished = tokio::select! {
         biased;
         done = attempt => {
@@ -319,6 +324,7 @@ async fn attempt(
     prepared: &Prepared,
     keys: KeyInUse<'_>,
     pace: Option<f64>,
+    dispatch: bool,
     progress: &Arc<SendProgress>,
 ) -> Attempted {
     let Context {
@@ -332,6 +338,9 @@ async fn attempt(
     let base = keys.base;
     let mut key = base.to_owned();
     let mut retries = 0;
+    // Whether its row must still be recorded `dispatched` before a request is written: once,
+    // before the first (its retries go out from a `dispatched` row).
+    let mut to_dispatch = dispatch;
     let from = prepared.request.from.as_str();
     let slot = Slot {
         sender: pace.map(|pace| (from, pace)),
@@ -388,6 +397,38 @@ async fn attempt(
                     return Attempted::lost(lost, key);
                 },
                 () = stopped() => return Attempted::stopped_before_sending(key),
+            }
+        }
+        if to_dispatch {
+            // Its row goes from `claimed` to `dispatched`, committed, before its request may
+            // leave: after a crash, a `claimed` row was certainly never written. Made only
+            // while this run holds the row `claimed` (`JournalStore::dispatch`).
+            if let Some(journal) = keys.journal {
+                match journal.dispatch(keys.identity).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Attempted::lost(
+                            Unfenced::Lost(
+                                "another run took its claim on this message over".to_owned(),
+                            ),
+                            key,
+                        )
+                    }
+                    Err(error) => {
+                        return Attempted::lost(
+                            Unfenced::Lost(format!(
+                                "its journal could not record it dispatched: {error}"
+                            )),
+                            key,
+                        )
+                    }
+                }
+            }
+            to_dispatch = false;
+            // A stop that came during the dispatch: not sent (its record says so, written
+            // over the `dispatched` one by the run that knows it never left).
+            if keys.control.state() != RUN {
+                return Attempted::stopped_before_sending(key);
             }
         }
         let result = client
