@@ -82,7 +82,7 @@ pub(super) fn won_in_doubt(key: &str) -> Claimed {
 /// every one must be made.
 pub(super) async fn dispatch_all(journal: &dyn JournalStore, range: std::ops::Range<u128>) {
     for n in range {
-        assert_eq!(journal.dispatch(identity(n)).await.unwrap(), true, "{n}");
+        assert!(journal.dispatch(identity(n)).await.unwrap(), "{n}");
     }
 }
 
@@ -681,8 +681,7 @@ async fn a_killed_runs_claimed_messages_are_won_by_the_next_run_without_doubt_wi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_taken_over_cannot_dispatch_and_a_dispatch_made_first_leaves_the_message_in_doubt()
-{
+async fn a_run_taken_over_cannot_dispatch_and_a_dispatch_made_first_leaves_the_message_in_doubt() {
     for store in Store::all() {
         let name = store.name();
         let frozen = store.open("dispatch", LEASE).await;
@@ -714,10 +713,7 @@ async fn a_run_taken_over_cannot_dispatch_and_a_dispatch_made_first_leaves_the_m
             !matches!(frozen.dispatch(identity(2)).await, Ok(true)),
             "{name}: a run taken over dispatched"
         );
-        let rows = taker
-            .lookup(vec![identity(1), identity(2)])
-            .await
-            .unwrap();
+        let rows = taker.lookup(vec![identity(1), identity(2)]).await.unwrap();
         assert!(
             rows.iter().all(|row| row.state == State::Claimed),
             "{name}: {rows:?}"
@@ -739,16 +735,20 @@ async fn a_dispatch_is_made_only_of_a_row_this_run_holds_claimed() {
             .all(Claimed::is_won));
         let mut skipped = result(1, State::Skipped);
         skipped.clears_doubt = false;
-        run.write_durably(vec![result(0, State::Sent), skipped, result(2, State::Failed)])
-            .await
-            .unwrap();
+        run.write_durably(vec![
+            result(0, State::Sent),
+            skipped,
+            result(2, State::Failed),
+        ])
+        .await
+        .unwrap();
         // After a result, or a second time, or of a message never claimed: not made.
         for n in [0, 1, 2] {
-            assert_eq!(run.dispatch(identity(n)).await.unwrap(), false, "{name}: {n}");
+            assert!(!run.dispatch(identity(n)).await.unwrap(), "{name}: {n}");
         }
-        assert_eq!(run.dispatch(identity(3)).await.unwrap(), true, "{name}");
-        assert_eq!(run.dispatch(identity(3)).await.unwrap(), false, "{name}");
-        assert_eq!(run.dispatch(identity(9)).await.unwrap(), false, "{name}");
+        assert!(run.dispatch(identity(3)).await.unwrap(), "{name}");
+        assert!(!run.dispatch(identity(3)).await.unwrap(), "{name}");
+        assert!(!run.dispatch(identity(9)).await.unwrap(), "{name}");
         // None of that is a take-over: the run goes on.
         assert_eq!(run.fence().check(), Ok(()), "{name}");
         let mut rows = run.lookup((0..4).map(identity).collect()).await.unwrap();

@@ -401,10 +401,8 @@ pub(super) async fn write(
     let codes: Vec<Option<&str>> = rows.iter().map(|r| r.code.as_deref()).collect();
     let msgs: Vec<Option<&str>> = rows.iter().map(|r| r.msg.as_deref()).collect();
     let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
-    let dispatch_fingerprints: Vec<Uuid> = dispatches
-        .iter()
-        .map(|i| uuid_of(i.fingerprint))
-        .collect();
+    let dispatch_fingerprints: Vec<Uuid> =
+        dispatches.iter().map(|i| uuid_of(i.fingerprint)).collect();
     let dispatch_occurrences: Vec<i32> = dispatches.iter().map(|i| occurrence_of(*i)).collect();
     let all_fingerprints: Vec<Uuid> = fingerprints
         .iter()
@@ -458,7 +456,9 @@ pub(super) async fn write(
         if rows.is_empty() {
             Ok(0)
         } else {
-            transaction.execute(&statements.write_rows, &parameters).await
+            transaction
+                .execute(&statements.write_rows, &parameters)
+                .await
         }
     };
     let (locked, made, _) = futures::future::try_join3(

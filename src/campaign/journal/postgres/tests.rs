@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use super::schema::{RUN_ALIVE, SCHEMA_VERSION};
-use super::statements::{
-    DISPATCH, HOLDERS, LOCK_CLAIMABLE, LOCK_ROWS, LOOKUP, PLANS, WRITE_ROWS,
-};
+use super::statements::{DISPATCH, HOLDERS, LOCK_CLAIMABLE, LOCK_ROWS, LOOKUP, PLANS, WRITE_ROWS};
 use super::PostgresJournal;
 use crate::campaign::journal::contract::{claims, connect, identity, result, LEASE};
 use crate::campaign::journal::fence::{SESSION_GRACE, TAKE_OVER_AFTER};
@@ -589,10 +587,7 @@ async fn a_version_4_journal_keeps_its_doubt_and_a_later_version_is_refused() {
     let moved = PostgresJournal::open(&server.url, "v4", LEASE)
         .await
         .unwrap();
-    let rows = moved
-        .lookup(vec![identity(0), identity(1)])
-        .await
-        .unwrap();
+    let rows = moved.lookup(vec![identity(0), identity(1)]).await.unwrap();
     assert!(
         rows.iter()
             .all(|row| row.state == State::Dispatched && !row.held_elsewhere),

@@ -152,7 +152,11 @@ async fn a_format_4_journal_keeps_its_doubt_and_a_later_format_is_refused() {
     set_format("4");
     let moved = SqliteJournal::open(&path, None, LEASE).unwrap();
     let rows = moved
-        .lookup((0..2).map(crate::campaign::journal::contract::identity).collect())
+        .lookup(
+            (0..2)
+                .map(crate::campaign::journal::contract::identity)
+                .collect(),
+        )
         .await
         .unwrap();
     assert!(
