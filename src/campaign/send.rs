@@ -373,12 +373,61 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
+        // Its row goes from `claimed` to `dispatched`, committed, before its request may
+        // leave, and after its pacing wait: after a crash, a `claimed` row was certainly never
+        // written. Made only while this run holds the row `claimed` (`JournalStore::dispatch`).
+        // Run by the limits as the slot's last step, so that its delay counts in the pace.
+        let dispatched: Mutex<Option<Result<bool>>> = Mutex::new(None);
+        let before_release = match (to_dispatch, keys.journal) {
+            (true, Some(journal)) => {
+                let dispatched = &dispatched;
+                let step: futures::future::BoxFuture<'_, bool> = Box::pin(async move {
+                    let made = journal.dispatch(keys.identity).await;
+                    let go = matches!(made, Ok(true));
+                    *crate::sync::lock(dispatched) = Some(made);
+                    go
+                });
+                Some(step)
+            }
+            _ => None,
+        };
         let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits.admit(slot, None).await;
+        let admitted = limits.admit_then(slot, None, before_release).await;
         drop(waiting);
         if let Err(error) = admitted {
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
+        }
+        if to_dispatch {
+            let made = dispatched
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match made {
+                Some(Ok(true)) => to_dispatch = false,
+                Some(Ok(false)) => {
+                    return Attempted::lost(
+                        Unfenced::Lost(
+                            "another run took its claim on this message over".to_owned(),
+                        ),
+                        key,
+                    )
+                }
+                Some(Err(error)) => {
+                    return Attempted::lost(
+                        Unfenced::Lost(format!(
+                            "its journal could not record it dispatched: {error}"
+                        )),
+                        key,
+                    )
+                }
+                // Not asked (no journal): nothing to record.
+                None => to_dispatch = false,
+            }
+            // A stop that came during the dispatch: not sent (its record says so, written
+            // over the `dispatched` one by the run that knows it never left).
+            if keys.control.state() != RUN {
+                return Attempted::stopped_before_sending(key);
+            }
         }
         // The pacing wait may have been long: a pair spaced meanwhile (by another process)
         // waits now, and takes a new slot after.
@@ -397,38 +446,6 @@ async fn attempt(
                     return Attempted::lost(lost, key);
                 },
                 () = stopped() => return Attempted::stopped_before_sending(key),
-            }
-        }
-        if to_dispatch {
-            // Its row goes from `claimed` to `dispatched`, committed, before its request may
-            // leave: after a crash, a `claimed` row was certainly never written. Made only
-            // while this run holds the row `claimed` (`JournalStore::dispatch`).
-            if let Some(journal) = keys.journal {
-                match journal.dispatch(keys.identity).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        return Attempted::lost(
-                            Unfenced::Lost(
-                                "another run took its claim on this message over".to_owned(),
-                            ),
-                            key,
-                        )
-                    }
-                    Err(error) => {
-                        return Attempted::lost(
-                            Unfenced::Lost(format!(
-                                "its journal could not record it dispatched: {error}"
-                            )),
-                            key,
-                        )
-                    }
-                }
-            }
-            to_dispatch = false;
-            // A stop that came during the dispatch: not sent (its record says so, written
-            // over the `dispatched` one by the run that knows it never left).
-            if keys.control.state() != RUN {
-                return Attempted::stopped_before_sending(key);
             }
         }
         let result = client
