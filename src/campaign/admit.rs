@@ -194,6 +194,8 @@ impl Admission {
             identity,
             key,
             pace,
+            // Set once its claim is won (`claims.rs`).
+            dispatch: false,
         };
         if later {
             return Admitted::Later(ready);
@@ -289,6 +291,10 @@ enum Settled {
 fn settled_by(row: &Row, resend_unknown: bool) -> Settled {
     match row.state {
         State::Sent | State::Rejected => Settled::Done,
+        // Claimed by a live run of another process: it sends it, or, once that run is gone,
+        // this one claims it as never sent (a `claimed` row was never written).
+        State::Claimed if row.held_elsewhere => Settled::HeldElsewhere,
+        State::Claimed => Settled::No,
         // Its holder's session ended moments ago: the message may have left, and that run
         // sends nothing more once its fence's window closes.
         State::Dispatched | State::Unknown

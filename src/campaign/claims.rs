@@ -1,6 +1,6 @@
 //! The messages ready to send, in order, and their claims in the journal: a message leaves
-//! only once this run holds its claim (the front `marked` of the queue), claims are asked a
-//! batch ahead (`claim_size.rs` sizes the batch), and an answer that comes back after the
+//! only once this run holds its claim (the front `marked` of the queue; its request then waits
+//! for its row to be recorded `dispatched`, `send.rs`), claims are asked a batch ahead (`claim_size.rs` sizes the batch), and an answer that comes back after the
 //! queue was emptied by a stop is ignored. The engine (`engine/`) asks the journal and acts
 //! on what it answers; this type keeps the queue's side of it.
 
@@ -127,11 +127,12 @@ impl<P> Claims<P> {
         let mut lost = Vec::new();
         for (offset, claim) in claimed.into_iter().enumerate() {
             match claim {
-                Claimed::Won { key } => {
+                Claimed::Won { key, dispatch } => {
                     // The key its record holds: a message taken over in doubt goes out with
                     // the key it may already have gone out with, whatever key this run had.
                     if let Some(ready) = self.ready.get_mut(start + offset) {
                         ready.key = key;
+                        ready.dispatch = dispatch;
                         if !self.reclaims.is_empty() {
                             self.reclaims.remove(&ready.index);
                         }

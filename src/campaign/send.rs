@@ -32,6 +32,10 @@ pub(super) struct Ready<P> {
     pub(super) key: String,
     /// Its sender's pace in messages per second (`pace="auto"`).
     pub(super) pace: Option<f64>,
+    /// Its journal row is `claimed` by this run: it is recorded `dispatched`
+    /// (`JournalStore::dispatch`) after its pacing wait, before its first request is written.
+    /// False without a journal, and for a message taken over in doubt (already `dispatched`).
+    pub(super) dispatch: bool,
 }
 
 /// The longest wait before sending again to a recipient whose pair rate was hit (131056).
@@ -73,6 +77,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         identity,
         key,
         pace,
+        dispatch,
     } = ready;
     // A retry's own key, once there is one (most messages never need one: no allocation).
     let current = Mutex::new(None);
@@ -104,7 +109,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         }),
         None => Cow::Borrowed(&context.call),
     };
-    let attempt = attempt(&context, &call, &prepared, keys, pace, &progress);
+    let attempt = attempt(&context, &call, &prepared, keys, pace, dispatch, &progress);
     let mut finished = tokio::select! {
         biased;
         done = attempt => {
@@ -319,6 +324,7 @@ async fn attempt(
     prepared: &Prepared,
     keys: KeyInUse<'_>,
     pace: Option<f64>,
+    dispatch: bool,
     progress: &Arc<SendProgress>,
 ) -> Attempted {
     let Context {
@@ -332,6 +338,9 @@ async fn attempt(
     let base = keys.base;
     let mut key = base.to_owned();
     let mut retries = 0;
+    // Whether its row must still be recorded `dispatched` before a request is written: once,
+    // before the first (its retries go out from a `dispatched` row).
+    let mut to_dispatch = dispatch;
     let from = prepared.request.from.as_str();
     let slot = Slot {
         sender: pace.map(|pace| (from, pace)),
@@ -364,12 +373,61 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
+        // Its row goes from `claimed` to `dispatched`, committed, before its request may
+        // leave, and after its pacing wait: after a crash, a `claimed` row was certainly never
+        // written. Made only while this run holds the row `claimed` (`JournalStore::dispatch`).
+        // Run by the limits as the slot's last step, so that its delay counts in the pace.
+        let dispatched: Mutex<Option<Result<bool>>> = Mutex::new(None);
+        let before_release = match (to_dispatch, keys.journal) {
+            (true, Some(journal)) => {
+                let dispatched = &dispatched;
+                let step: futures::future::BoxFuture<'_, bool> = Box::pin(async move {
+                    let made = journal.dispatch(keys.identity).await;
+                    let go = matches!(made, Ok(true));
+                    *crate::sync::lock(dispatched) = Some(made);
+                    go
+                });
+                Some(step)
+            }
+            _ => None,
+        };
         let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits.admit(slot, None).await;
+        let admitted = limits.admit_then(slot, None, before_release).await;
         drop(waiting);
         if let Err(error) = admitted {
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
+        }
+        if to_dispatch {
+            let made = dispatched
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match made {
+                Some(Ok(true)) => to_dispatch = false,
+                Some(Ok(false)) => {
+                    return Attempted::lost(
+                        Unfenced::Lost(
+                            "another run took its claim on this message over".to_owned(),
+                        ),
+                        key,
+                    )
+                }
+                Some(Err(error)) => {
+                    return Attempted::lost(
+                        Unfenced::Lost(format!(
+                            "its journal could not record it dispatched: {error}"
+                        )),
+                        key,
+                    )
+                }
+                // Not asked (no journal): nothing to record.
+                None => to_dispatch = false,
+            }
+            // A stop that came during the dispatch: not sent (its record says so, written
+            // over the `dispatched` one by the run that knows it never left).
+            if keys.control.state() != RUN {
+                return Attempted::stopped_before_sending(key);
+            }
         }
         // The pacing wait may have been long: a pair spaced meanwhile (by another process)
         // waits now, and takes a new slot after.

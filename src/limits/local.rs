@@ -76,7 +76,16 @@ impl LocalLimits {
 }
 
 impl LimitsStore for LocalLimits {
-    fn admit<'a>(&'a self, slot: Slot<'a>, _: Option<Instant>) -> BoxFuture<'a, Result<()>> {
+    fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>> {
+        self.admit_then(slot, deadline, None)
+    }
+
+    fn admit_then<'a>(
+        &'a self,
+        slot: Slot<'a>,
+        _: Option<Instant>,
+        mut before_release: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             // Sender first, then campaign: the order `Timeline::reserve` locks them in.
             let sender = slot
@@ -97,12 +106,22 @@ impl LimitsStore for LocalLimits {
                     tokio::time::sleep_until(until.into()).await;
                 }
                 if paces.is_empty() {
+                    if let Some(step) = before_release.take() {
+                        step.await;
+                    }
                     return Ok(());
                 }
                 // The slot is reserved now and waited for: a late wake-up delays this send
                 // only, not the slots after it (see `timeline.rs`).
                 let due = Timeline::reserve(&paces, tokio::time::Instant::now());
                 tokio::time::sleep_until(due).await;
+                // Its last step before it leaves (once), then released when it really leaves:
+                // the step's delay is a late wake-up like any, kept from crowding a second.
+                if let Some(step) = before_release.take() {
+                    if !step.await {
+                        return Ok(());
+                    }
+                }
                 loop {
                     // A pause began while this caller slept: its slot is given up for a new
                     // one after the pause (once the pause outlasts the slots reserved ahead,

@@ -87,6 +87,28 @@ pub trait LimitsStore: Send + Sync {
     /// fails with a timeout, and nothing is taken.
     fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>>;
 
+    /// `admit`, with `before_release` run once the slot's time has come and before the
+    /// message is let go: what must be done just before a request leaves, and after its pacing
+    /// wait (a campaign's journal dispatch), is then inside the pace. A store that keeps sends
+    /// from crowding a second (`timeline.rs`'s ring) counts the send when it really leaves, so
+    /// the step's own delay cannot make a window above the pace. `before_release` answering
+    /// false ends the admission there (the message does not go). By default the step runs
+    /// after `admit`.
+    fn admit_then<'a>(
+        &'a self,
+        slot: Slot<'a>,
+        deadline: Option<Instant>,
+        before_release: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.admit(slot, deadline).await?;
+            if let Some(step) = before_release {
+                step.await;
+            }
+            Ok(())
+        })
+    }
+
     /// Holds every message in `scope` for `wait` from now (a longer pause already set stays).
     fn pause<'a>(&'a self, scope: Scope<'a>, wait: Duration) -> BoxFuture<'a, Result<()>>;
 

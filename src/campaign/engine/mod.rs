@@ -427,7 +427,8 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     /// A journal failure: nothing more is written (the rows of messages in flight stay
-    /// `dispatched`, in doubt, the safe reading), the campaign stops gracefully so that every
+    /// `dispatched`, in doubt, the safe reading, or `claimed` when their requests were never
+    /// written), the campaign stops gracefully so that every
     /// message still gets its outcome, and the error is reported at the end.
     fn fail(&mut self, error: Error) {
         let reason = format!("the journal failed: {error}");

@@ -98,7 +98,8 @@ impl<P: Send + 'static> Engine<P> {
     }
 
     /// Claims the next messages in the journal before they may be dispatched: what this run
-    /// wins is marked `dispatched` with its key, durably.
+    /// wins is marked `claimed` with its key, durably (each is recorded `dispatched` later,
+    /// just before its request is written: `send.rs`).
     pub(super) fn mark_ahead(&mut self) -> Option<Marking> {
         let journal = self.journal.clone()?;
         let (drained, claims) = self.claims.next_claims()?;

@@ -23,6 +23,12 @@ pub(super) enum Command {
         claims: Vec<Claim>,
         reply: oneshot::Sender<Result<Vec<Claimed>>>,
     },
+    /// A claimed message recorded `dispatched` before its request is written, if this run
+    /// still holds its row `claimed`: answered once committed, `false` when it did not.
+    Dispatch {
+        identity: Identity,
+        reply: oneshot::Sender<Result<bool>>,
+    },
     Write {
         rows: Vec<Row>,
         /// Told once the rows are committed (a retry's new key waits for it); `None` for a
@@ -69,6 +75,14 @@ impl<S: CommandedStore> JournalStore for S {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             self.send(Command::Claim { claims, reply })?;
+            answer.await.map_err(|_| self.stopped())?
+        })
+    }
+
+    fn dispatch(&self, identity: Identity) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Dispatch { identity, reply })?;
             answer.await.map_err(|_| self.stopped())?
         })
     }

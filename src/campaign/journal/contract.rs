@@ -62,10 +62,27 @@ pub(super) fn claims(range: std::ops::Range<u128>, prefix: &str, take_over: bool
         .collect()
 }
 
-/// A claim won with `key`.
+/// A claim won with `key`, its row `claimed` (to be dispatched before it is sent).
 pub(super) fn won_with(key: &str) -> Claimed {
     Claimed::Won {
         key: key.to_owned(),
+        dispatch: true,
+    }
+}
+
+/// A claim taken over in doubt with `key`, its row `dispatched` (it may have left).
+pub(super) fn won_in_doubt(key: &str) -> Claimed {
+    Claimed::Won {
+        key: key.to_owned(),
+        dispatch: false,
+    }
+}
+
+/// Records messages of `range` dispatched, as a run does before their requests are written;
+/// every one must be made.
+pub(super) async fn dispatch_all(journal: &dyn JournalStore, range: std::ops::Range<u128>) {
+    for n in range {
+        assert!(journal.dispatch(identity(n)).await.unwrap(), "{n}");
     }
 }
 
@@ -242,8 +259,10 @@ async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
     for store in Store::all() {
         let name = store.name();
         let journal = store.open("c", LEASE).await;
-        let won = journal.claim(claims(0..6, "k", false)).await.unwrap();
+        let won = journal.claim(claims(0..8, "k", false)).await.unwrap();
         assert!(won.iter().all(Claimed::is_won), "{name}");
+        // Messages 6 and 7 stay `claimed` (never dispatched): never sent.
+        dispatch_all(&*journal, 0..6).await;
         journal
             .write_durably(vec![
                 result(0, State::Sent),
@@ -260,10 +279,13 @@ async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
             result(3, State::Failed),
             result(4, State::Skipped),
             result(5, State::Skipped),
+            result(6, State::Failed),
+            result(7, State::Skipped),
         ];
         for row in &mut later {
-            // Rows 2 and 3 as a write that does not know the message never left.
-            row.clears_doubt = !matches!(row.identity.fingerprint.0, 2 | 3);
+            // Rows 2, 3, 6 and 7 as a write that does not know the message never left: a
+            // `claimed` row was never written, whatever the write knows.
+            row.clears_doubt = !matches!(row.identity.fingerprint.0, 2 | 3 | 6 | 7);
         }
         journal.write_durably(later).await.unwrap();
         let mut rows = journal
@@ -280,6 +302,8 @@ async fn a_row_never_loses_a_result_or_a_doubt_to_an_outcome_of_not_sending() {
                 State::Unknown,
                 State::Dispatched,
                 State::Skipped,
+                State::Skipped,
+                State::Failed,
                 State::Skipped
             ],
             "{name}"
@@ -305,6 +329,8 @@ async fn two_runs_never_both_win_a_message_and_a_gone_run_leaves_its_claims_in_d
             "{name}"
         );
         assert_eq!(contested[2..], [won_with("k4"), won_with("k5")], "{name}");
+        // Message 1's request is being written as the run dies; message 2 was only claimed.
+        dispatch_all(&*first, 1..2).await;
         first
             .write_durably(vec![result(0, State::Sent), result(3, State::Skipped)])
             .await
@@ -315,12 +341,12 @@ async fn two_runs_never_both_win_a_message_and_a_gone_run_leaves_its_claims_in_d
             .await
             .unwrap();
         drop(first);
-        // Its connection closes with it: its lock goes, its claims are in doubt at once (what it
-        // finished is done, what it held is in doubt).
+        // Its connection closes with it: its lock goes, its claims are taken at once (what it
+        // finished is done, what it dispatched is in doubt, what it only claimed is free).
         let deadline = Instant::now() + Duration::from_secs(10);
         let rows = loop {
             let rows = second
-                .lookup(vec![identity(0), identity(1), identity(3)])
+                .lookup(vec![identity(0), identity(1), identity(2), identity(3)])
                 .await
                 .unwrap();
             if rows.iter().all(|row| !row.held_elsewhere) {
@@ -335,16 +361,19 @@ async fn two_runs_never_both_win_a_message_and_a_gone_run_leaves_its_claims_in_d
             .collect();
         assert_eq!(states[&0], State::Sent, "{name}");
         assert_eq!(states[&1], State::Dispatched, "{name}");
+        assert_eq!(states[&2], State::Claimed, "{name}");
         assert_eq!(states[&3], State::Skipped, "{name}");
-        // Taken over in doubt: keeps its key; a message never sent is claimed anew.
+        // Taken over in doubt: keeps its key; a message never sent is claimed anew, one only
+        // claimed by the gone run too (without `take_over`), keeping its recorded key.
         let mut again = claims(1..2, "k", true);
         again[0].key = "other".into();
         again.extend(claims(3..4, "k", false));
+        again.extend(claims(2..3, "x", false));
         // The run taking a message over is told the key its record holds, the one it may
         // have gone out with, not its own.
         assert_eq!(
             second.claim(again).await.unwrap(),
-            [won_with("k1"), won_with("k3")],
+            [won_in_doubt("k1"), won_with("k3"), won_with("k2")],
             "{name}"
         );
         let kept = second.lookup(vec![identity(1)]).await.unwrap();
@@ -461,16 +490,15 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
             .iter()
             .all(Claimed::is_won));
         assert_eq!(first.fence().check(), Ok(()), "{name}");
+        // Message 0's request was written (dispatched); message 1 only claimed.
+        dispatch_all(&*first, 0..1).await;
         // Frozen past its own lease and the margin.
         store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
         let second = store.open("contract", LEASE).await;
         let taken = second.claim(claims(0..2, "b", true)).await.unwrap();
         assert_eq!(
             taken,
-            [
-                Claimed::Won { key: "a0".into() },
-                Claimed::Won { key: "a1".into() }
-            ],
+            [won_in_doubt("a0"), won_with("a1")],
             "{name}: a take-over is told the recorded keys"
         );
         // The run taken over writes a result of a message it no longer holds: an error it
@@ -489,6 +517,11 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
         let kept = second.lookup(vec![identity(0)]).await.unwrap();
         assert_eq!(kept[0].state, State::Dispatched, "{name}");
         assert_eq!(kept[0].key.as_deref(), Some("a0"), "{name}");
+        // Nor may it dispatch (and so send) what it had only claimed.
+        assert!(
+            !matches!(first.dispatch(identity(1)).await, Ok(true)),
+            "{name}: a taken-over run dispatched a message another run holds"
+        );
         // It still writes the result of a message it holds (it went out: nobody may send it
         // again), and claims nothing more.
         let mut result = super::Row::new(identity(2), State::Sent, Some("a2".into()));
@@ -574,10 +607,15 @@ async fn a_run_that_ended_is_recorded_ended_and_holds_nothing_before_end_returns
         let next = store.open("ending", LEASE).await;
         let rows = next.lookup(vec![identity(0), identity(1)]).await.unwrap();
         assert_eq!(rows[0].state, State::Sent, "{name}");
-        assert_eq!(rows[1].state, State::Dispatched, "{name}");
+        assert_eq!(rows[1].state, State::Claimed, "{name}");
         assert!(
             !rows[1].held_elsewhere,
             "{name}: an ended run still holds its claims"
+        );
+        assert_eq!(
+            next.claim(claims(1..2, "b", false)).await.unwrap(),
+            [won_with("a1")],
+            "{name}: an ended run's claim of a message never sent is not claimed anew"
         );
         assert!(
             first.claim(claims(5..6, "a", false)).await.is_err(),
@@ -586,5 +624,145 @@ async fn a_run_that_ended_is_recorded_ended_and_holds_nothing_before_end_returns
         // Ending twice is harmless.
         first.end().await;
         next.end().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_runs_claimed_messages_are_won_by_the_next_run_without_doubt_with_their_keys() {
+    for store in Store::all() {
+        let name = store.name();
+        let killed = store.open("killed", LEASE).await;
+        assert!(killed
+            .claim(claims(0..4, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        // Message 0's request was being written; 1 to 3 were waiting for their pace.
+        dispatch_all(&*killed, 0..1).await;
+        drop(killed);
+        let next = store.open("killed", LEASE).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let rows = loop {
+            let rows = next.lookup((0..4).map(identity).collect()).await.unwrap();
+            if rows.iter().all(|row| !row.held_elsewhere) {
+                break rows;
+            }
+            assert!(Instant::now() < deadline, "{name}: {rows:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let states: HashMap<u128, State> = rows
+            .iter()
+            .map(|row| (row.identity.fingerprint.0, row.state))
+            .collect();
+        assert_eq!(states[&0], State::Dispatched, "{name}");
+        assert_eq!(states[&1], State::Claimed, "{name}");
+        // Without `take_over`: the message in doubt is not won, the claimed ones are, as new,
+        // with the keys recorded (not the next run's own).
+        let answers = next.claim(claims(0..4, "b", false)).await.unwrap();
+        assert!(
+            matches!(&answers[0], Claimed::Lost(row) if row.state == State::Dispatched
+                && !row.held_elsewhere && row.key.as_deref() == Some("a0")),
+            "{name}: {answers:?}"
+        );
+        assert_eq!(
+            answers[1..],
+            [won_with("a1"), won_with("a2"), won_with("a3")],
+            "{name}"
+        );
+        dispatch_all(&*next, 1..4).await;
+        let rows = next.lookup((1..4).map(identity).collect()).await.unwrap();
+        assert!(
+            rows.iter()
+                .all(|row| row.state == State::Dispatched && !row.held_elsewhere),
+            "{name}: {rows:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_cannot_dispatch_and_a_dispatch_made_first_leaves_the_message_in_doubt() {
+    for store in Store::all() {
+        let name = store.name();
+        let frozen = store.open("dispatch", LEASE).await;
+        assert!(frozen
+            .claim(claims(0..3, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        // Its dispatch of message 0 committed before it froze.
+        dispatch_all(&*frozen, 0..1).await;
+        store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
+        let taker = store.open("dispatch", LEASE).await;
+        let answers = taker.claim(claims(0..2, "b", false)).await.unwrap();
+        assert!(
+            matches!(&answers[0], Claimed::Lost(row) if row.state == State::Dispatched
+                && !row.held_elsewhere),
+            "{name}: a dispatched message was taken as never sent: {answers:?}"
+        );
+        assert_eq!(answers[1], won_with("a1"), "{name}");
+        // The frozen run resumes: its dispatch of the message taken over fails, and so does
+        // the one of a message nobody took (it was taken over: it sends nothing more).
+        assert!(
+            !matches!(frozen.dispatch(identity(1)).await, Ok(true)),
+            "{name}: the frozen run dispatched a message another run took over"
+        );
+        assert!(frozen.fence().is_lost(), "{name}");
+        assert!(
+            !matches!(frozen.dispatch(identity(2)).await, Ok(true)),
+            "{name}: a run taken over dispatched"
+        );
+        let rows = taker.lookup(vec![identity(1), identity(2)]).await.unwrap();
+        assert!(
+            rows.iter().all(|row| row.state == State::Claimed),
+            "{name}: {rows:?}"
+        );
+        dispatch_all(&*taker, 1..2).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_is_made_only_of_a_row_this_run_holds_claimed() {
+    for store in Store::all() {
+        let name = store.name();
+        let run = store.open("once", LEASE).await;
+        assert!(run
+            .claim(claims(0..4, "a", false))
+            .await
+            .unwrap()
+            .iter()
+            .all(Claimed::is_won));
+        let mut skipped = result(1, State::Skipped);
+        skipped.clears_doubt = false;
+        run.write_durably(vec![
+            result(0, State::Sent),
+            skipped,
+            result(2, State::Failed),
+        ])
+        .await
+        .unwrap();
+        // After a result, or a second time, or of a message never claimed: not made.
+        for n in [0, 1, 2] {
+            assert!(!run.dispatch(identity(n)).await.unwrap(), "{name}: {n}");
+        }
+        assert!(run.dispatch(identity(3)).await.unwrap(), "{name}");
+        assert!(!run.dispatch(identity(3)).await.unwrap(), "{name}");
+        assert!(!run.dispatch(identity(9)).await.unwrap(), "{name}");
+        // None of that is a take-over: the run goes on.
+        assert_eq!(run.fence().check(), Ok(()), "{name}");
+        let mut rows = run.lookup((0..4).map(identity).collect()).await.unwrap();
+        rows.sort_by_key(|row| row.identity.fingerprint.0);
+        let states: Vec<State> = rows.into_iter().map(|row| row.state).collect();
+        assert_eq!(
+            states,
+            [
+                State::Sent,
+                State::Skipped,
+                State::Failed,
+                State::Dispatched
+            ],
+            "{name}"
+        );
     }
 }

@@ -27,9 +27,29 @@
 //! for `TAKE_OVER_AFTER` leases (its journal hung) takes itself for lost; a run that was only
 //! frozen waits for its next round trip to say whether it was taken over (`valid`).
 //!
+//! The fence is the second of two guards. The first is the journal itself: a message's request
+//! is written only after this run recorded its row `dispatched`, in a write made only while the
+//! run still holds the row `claimed` (`JournalStore::dispatch`), and committed. A taker takes a
+//! `claimed` row as never sent, a `dispatched` one only in doubt. In each case above:
+//! - a frozen run: if its dispatch committed before the taker's claim, the taker finds the row
+//!   `dispatched` (in doubt: it re-sends it only with `resend_unknown`, with the recorded key).
+//!   If the taker's claim committed first (it changed the row's holder, and recorded the run
+//!   `lost`, under the run's row lock), the resumed run's dispatch finds the row held by
+//!   another (its holder is checked in the same UPDATE, on the row's newest version) and is
+//!   not made: the message is not sent, and the run stops. Only a request whose dispatch had
+//!   committed before the freeze can still leave after a take-over: it is in doubt for the
+//!   taker, and goes out with its recorded key;
+//! - a session that ended: a dispatch needs a commit on the run's session, so once that session
+//!   is gone the run's `claimed` rows can never become `dispatched` by it (they are taken, after
+//!   the grace, as never sent); its `dispatched` rows are in doubt, as before, and the fence
+//!   stops what was dispatched before the session ended from being written after its window;
+//! - a lease judged by another run: as for a frozen run (the taker judges by the run's own lease
+//!   and records it `lost` first).
+//!
 //! No client-side fence is perfect: a process frozen between the check and its write (a few
-//! microseconds apart) still writes once when it resumes, with the message's recorded key; the
-//! service's `Idempotency-Key` deduplication is the last fence (docs/operations.md).
+//! microseconds apart) still writes once when it resumes, with the message's recorded key; its
+//! row is `dispatched`, so a taker found it in doubt. The service's `Idempotency-Key`
+//! deduplication is the last fence (docs/operations.md).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;

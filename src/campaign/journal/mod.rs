@@ -8,15 +8,28 @@
 //! and re-run cut another way, or with its input reordered, resumes without re-sending, and its
 //! idempotency keys (derived from the same identity) are the same in every process.
 //!
-//! Crash safety rests on one ordering: a message is **claimed** (recorded `dispatched` by this
-//! run, with its key), and the claim is committed, before its request can leave. After a crash,
-//! a message without a record certainly never left; a claim without a result may have (it is
-//! in doubt, like an unknown outcome). Two runs of one campaign at the same time (a job queue's
-//! redelivery while the first worker is alive, a cron job overlapping a slow run) never both
-//! send a message: the first to claim it sends it, the other is told who holds it. A claim
-//! belongs to a run whose liveness the store can tell from something that dies with its
-//! process (a lock on a file, a database session): the claims of a run that died are in doubt
-//! at once, not after a lease.
+//! Crash safety rests on one ordering: a message's request leaves only after its row is
+//! durably `dispatched` by this run. A run first **claims** the messages it will send, a batch
+//! ahead (their rows `claimed` by it, with their keys, committed): a `claimed` row says "held by
+//! this run, its request not yet written". Just before a message's first request is written,
+//! after its pacing wait, the run **dispatches** it: its row goes from `claimed` to `dispatched`
+//! in a write committed with the others of the moment (group commit), made only if this run
+//! still holds the row `claimed` (`JournalStore::dispatch`); the request waits for that commit,
+//! and a message whose row was taken over meanwhile is not sent. So after a crash a message
+//! without a record, or with a `claimed` one, certainly never left: the next run claims it as
+//! new, with the key its record holds; a `dispatched` row without a result may have left (it is
+//! in doubt, like an unknown outcome). What a killed run leaves in doubt is then the messages
+//! whose requests were being written, not those claimed ahead or waiting for their pace.
+//!
+//! Two runs of one campaign at the same time (a job queue's redelivery while the first worker
+//! is alive, a cron job overlapping a slow run) never both send a message: the first to claim
+//! it sends it, the other is told who holds it. A claim belongs to a run whose liveness the
+//! store can tell from something that dies with its process (a lock on a file, a database
+//! session): the claims of a run that died are taken at once, not after a lease: its `claimed`
+//! rows as never sent, its `dispatched` ones in doubt. A run taking a `claimed` row makes the
+//! holder's later dispatch fail (the dispatch is conditional on the holder and the state, in
+//! the statement that makes it); a dispatch committed first leaves the row `dispatched`, which
+//! the taker finds in doubt (`fence.rs` has the cases).
 //!
 //! The engine talks to a [`JournalStore`]: `sqlite/` (a file per campaign, the embedded one)
 //! or `postgres/` (any number of campaigns, shared by processes on many hosts), both held to
@@ -94,6 +107,9 @@ pub struct Identity {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
+    /// Held by the run that claimed it, its request not yet written: never sent.
+    Claimed,
+    /// Its request may have been written (by the run recorded with it).
     Dispatched,
     Sent,
     Rejected,
@@ -105,6 +121,7 @@ pub enum State {
 impl State {
     pub fn as_str(self) -> &'static str {
         match self {
+            State::Claimed => "claimed",
             State::Dispatched => "dispatched",
             State::Sent => "sent",
             State::Rejected => "rejected",
@@ -116,6 +133,7 @@ impl State {
 
     pub fn parse(text: &str) -> Option<Self> {
         [
+            State::Claimed,
             State::Dispatched,
             State::Sent,
             State::Rejected,
@@ -190,7 +208,10 @@ pub enum Claimed {
     /// This run holds it: it may be sent, with `key`, the key its record holds (the claim's own
     /// for a new record; the recorded one for a message taken over in doubt, which may have
     /// gone out with it). Once a message has a record, its record is the one source of its key.
-    Won { key: String },
+    /// `dispatch`: its row is `claimed` (never sent), and must be recorded `dispatched`
+    /// (`JournalStore::dispatch`) before its first request is written; false for a message
+    /// taken over in doubt, whose row stays `dispatched`.
+    Won { key: String, dispatch: bool },
     /// Another run has it (holds it now, finished it, or left it in doubt): its record.
     Lost(Row),
 }
@@ -231,9 +252,17 @@ pub trait JournalStore: Send + Sync {
     fn lookup(&self, identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>>;
 
     /// Claims these messages for this run, durably, one answer per claim in order. A message
-    /// is won when it has no record, or one that says it was never sent (`failed`,
-    /// `skipped`), or (`take_over`) one in doubt from a run that is gone.
+    /// is won when it has no record, or one that says it was never sent (`failed`, `skipped`,
+    /// or `claimed` by a run that is gone), or (`take_over`) one in doubt from a run that is
+    /// gone. What is won is recorded `claimed` (taken over in doubt: `dispatched`).
     fn claim(&self, claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>>;
+
+    /// Records a message this run claimed `dispatched`, just before its first request is
+    /// written, and returns once that is committed (with the other writes of the moment: the
+    /// store's writer batches them). Made only if this run still holds the message's row
+    /// `claimed`: `Ok(false)` when it does not (another run took it over, judging this one
+    /// dead, or it has a result), and the message must not be sent.
+    fn dispatch(&self, identity: Identity) -> BoxFuture<'_, Result<bool>>;
 
     /// Writes `rows` (of messages this run claimed) and waits until they are committed.
     fn write_durably(&self, rows: Vec<Row>) -> BoxFuture<'_, Result<()>>;

@@ -112,6 +112,7 @@ async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
         prepared,
         key: "pair-test-0".to_owned(),
         pace: None,
+        dispatch: false,
     };
     let finished = send_one(context, ready).await;
     assert_eq!(finished.outcome.status, Status::Sent);

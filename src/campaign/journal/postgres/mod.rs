@@ -14,9 +14,10 @@
 //! lock, so its next round trip stops it too.
 //!
 //! One task owns the connection; every command that arrives while it works joins the next
-//! transaction. Claims (the `dispatched` marks) are committed synchronously before anything is
-//! sent; results may be committed asynchronously (`synchronous_commit = off`): a result lost in
-//! a crash of the server leaves its message `dispatched`, in doubt, the safe reading.
+//! transaction. Claims (the `claimed` marks) and dispatches (a message's row made `dispatched`
+//! just before its request is written) are committed synchronously before what they allow
+//! happens; results alone may be committed asynchronously (`synchronous_commit = off`): a result
+//! lost in a crash of the server leaves its message `dispatched`, in doubt, the safe reading.
 //!
 //! The files: `target.rs` reads the URL (TLS, the name errors show); `schema.rs` makes the schema
 //! or brings it to this version; `statements.rs` holds the statements a run prepares, and how

@@ -1,6 +1,7 @@
 //! What a run's transactions do to the messages' records: look them up (with whether a live run
-//! of another process holds each), claim them (judging the runs that hold them in doubt first),
-//! and write their results, never losing a result or a doubt. Each statement finds its messages
+//! of another process holds each), claim them (judging the runs that hold them first), record
+//! claimed ones `dispatched` before their requests are written (only while this run holds them
+//! `claimed`), and write their results, never losing a result or a doubt. Each statement finds its messages
 //! by the primary key's first columns (`statements.rs`).
 
 use std::collections::{HashMap, HashSet};
@@ -122,7 +123,6 @@ pub(super) async fn lock_claimable(
     // for long: the claim is then split around it (`Writer::claim_around_busy_rows`). Set with
     // the next statement, in one go (it only matters to the claim's own, which follows).
     let lock_timeout = format!("SET LOCAL lock_timeout = '{}ms'", lock_wait.as_millis());
-    // (claimable, locked) of each recorded message; the others are new.
     let ((), claimable) = futures::future::try_join(
         transaction.batch_execute(&lock_timeout),
         transaction.query(
@@ -138,6 +138,33 @@ pub(super) async fn lock_claimable(
         ),
     )
     .await?;
+    // Rows `claimed` by runs not judged yet (a run that died, or one alive and sending them):
+    // those runs are judged, and the rows of the dead ones locked with the others, asked again.
+    let unjudged: HashSet<Uuid> = claimable
+        .iter()
+        .filter_map(|row| row.get::<_, Option<Uuid>>(4))
+        .collect();
+    let (dead, claimable) = if unjudged.is_empty() {
+        (dead, claimable)
+    } else {
+        let mut dead = dead;
+        dead.extend(judge(transaction, statements, unjudged.into_iter().collect()).await?);
+        let again = transaction
+            .query(
+                &statements.lock_claimable,
+                &[
+                    &campaign,
+                    &all_fingerprints,
+                    &all_occurrences,
+                    &run,
+                    &all_take_over,
+                    &dead,
+                ],
+            )
+            .await?;
+        (dead, again)
+    };
+    // (claimable, locked) of each recorded message; the others are new.
     let recorded: HashMap<(Uuid, i32), (bool, bool)> = claimable
         .iter()
         .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
@@ -201,12 +228,15 @@ pub(super) async fn claim_locked(
             ],
         )
         .await?;
-    let mut won: HashMap<(Uuid, i32), Option<String>> = won_rows
+    let mut won: HashMap<(Uuid, i32), (Option<String>, bool)> = won_rows
         .iter()
         .map(|row| {
             (
                 (row.get::<_, Uuid>(0), row.get::<_, i32>(1)),
-                row.get::<_, Option<String>>(2),
+                (
+                    row.get::<_, Option<String>>(2),
+                    row.get::<_, Option<bool>>(3).unwrap_or(false),
+                ),
             )
         })
         .collect();
@@ -226,8 +256,9 @@ pub(super) async fn claim_locked(
             let position = position(claim);
             match won.remove(&position) {
                 // A record always has a key once claimed; the claim's own is a fallback only.
-                Some(key) => Claimed::Won {
+                Some((key, dispatch)) => Claimed::Won {
                     key: key.unwrap_or_else(|| claim.key.clone()),
+                    dispatch,
                 },
                 // A record that vanished meanwhile cannot be (records are never deleted): it
                 // is reported as held elsewhere, the safe reading; so is one another
@@ -291,9 +322,28 @@ async fn dead_holders(
     if recorded.is_empty() {
         return Ok(dead);
     }
-    let judged: Vec<Uuid> = transaction
-        .query(&statements.judge_holders, &[&recorded])
-        .await?
+    dead.extend(judge(transaction, statements, recorded).await?);
+    Ok(dead)
+}
+
+/// Which of `runs` (holding messages a claim wants) are dead, judged from their locked rows
+/// (`JUDGE_HOLDERS`; a run with no record is gone), the dead recorded `lost` in this
+/// transaction: a run judged dead cannot confirm itself alive before this commits, and
+/// afterwards learns it was taken over.
+async fn judge(
+    transaction: &Transaction<'_>,
+    statements: &Statements,
+    runs: Vec<Uuid>,
+) -> std::result::Result<Vec<Uuid>, tokio_postgres::Error> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (judged, unrecorded) = futures::future::try_join(
+        transaction.query(&statements.judge_holders, &[&runs]),
+        transaction.query(&statements.unrecorded, &[&runs]),
+    )
+    .await?;
+    let judged: Vec<Uuid> = judged
         .iter()
         .filter(|row| !row.get::<_, Option<bool>>(1).unwrap_or(false))
         .map(|row| row.get(0))
@@ -303,23 +353,37 @@ async fn dead_holders(
             .execute(&statements.mark_lost, &[&judged])
             .await?;
     }
-    dead.extend(judged);
+    let mut dead = judged;
+    dead.extend(unrecorded.iter().map(|row| row.get::<_, Uuid>(0)));
     Ok(dead)
 }
 
-/// Writes the records of messages this run holds (the last write of each message in the
-/// batch: it supersedes the earlier ones), never losing a result or a doubt. Returns how many
-/// of the messages this run claimed (`Row::claimed`) another run holds now: this run was
-/// taken over, and the caller stops it.
+/// What a transaction's writes did: how many of the messages this run claimed (`Row::claimed`,
+/// or dispatched) another run holds now (this run was taken over, and the caller stops it), and
+/// the messages it recorded `dispatched`.
+pub(super) struct Written {
+    pub(super) lost: usize,
+    pub(super) dispatched: HashSet<Identity>,
+}
+
+/// Records `dispatches` (messages this run claimed) `dispatched`, only those it still holds
+/// `claimed`, then writes the records of messages this run holds (the last write of each
+/// message in the batch: it supersedes the earlier ones), never losing a result or a doubt.
+/// A message both dispatched and written here (abandoned as its dispatch was being made) ends
+/// as written: its outcome says it never left.
 pub(super) async fn write(
     transaction: &Transaction<'_>,
     statements: &Statements,
     campaign: i64,
     run: Uuid,
     rows: Vec<Row>,
-) -> std::result::Result<usize, tokio_postgres::Error> {
-    if rows.is_empty() {
-        return Ok(0);
+    dispatches: Vec<Identity>,
+) -> std::result::Result<Written, tokio_postgres::Error> {
+    if rows.is_empty() && dispatches.is_empty() {
+        return Ok(Written {
+            lost: 0,
+            dispatched: HashSet::new(),
+        });
     }
     let mut last: HashMap<Identity, Row> = HashMap::with_capacity(rows.len());
     for row in rows {
@@ -337,14 +401,28 @@ pub(super) async fn write(
     let codes: Vec<Option<&str>> = rows.iter().map(|r| r.code.as_deref()).collect();
     let msgs: Vec<Option<&str>> = rows.iter().map(|r| r.msg.as_deref()).collect();
     let clears: Vec<bool> = rows.iter().map(|r| r.clears_doubt).collect();
+    let dispatch_fingerprints: Vec<Uuid> =
+        dispatches.iter().map(|i| uuid_of(i.fingerprint)).collect();
+    let dispatch_occurrences: Vec<i32> = dispatches.iter().map(|i| occurrence_of(*i)).collect();
+    let all_fingerprints: Vec<Uuid> = fingerprints
+        .iter()
+        .chain(&dispatch_fingerprints)
+        .copied()
+        .collect();
+    let all_occurrences: Vec<i32> = occurrences
+        .iter()
+        .chain(&dispatch_occurrences)
+        .copied()
+        .collect();
     // Locked first in one order (the claims' order), so that a claim of the same messages by
     // another run, sorted too, cannot hold one of them while waiting for another this holds.
-    // The UPDATE's join would lock them in the order of its plan. The lock also tells who
+    // The UPDATEs' joins would lock them in the order of their plans. The lock also tells who
     // holds each: a row this run claimed and another holds is never written, and not silently.
     //
-    // The lock and the write are sent together (tokio-postgres pipelines statements polled
-    // at once; the server runs them in order): the write needs nothing the lock answers, so
-    // the lock costs no round trip of its own.
+    // The lock, the dispatch and the write are sent together (tokio-postgres pipelines
+    // statements polled at once; the server runs them in order): neither needs anything the
+    // lock answers, so the lock costs no round trip of its own, and a batch's dispatches none
+    // beyond its writes'.
     let parameters: [&(dyn ToSql + Sync); 10] = [
         &campaign,
         &run,
@@ -357,30 +435,66 @@ pub(super) async fn write(
         &msgs,
         &clears,
     ];
-    let (locked, _) = futures::future::try_join(
+    let dispatching = async {
+        if dispatches.is_empty() {
+            Ok(Vec::new())
+        } else {
+            transaction
+                .query(
+                    &statements.dispatch,
+                    &[
+                        &campaign,
+                        &run,
+                        &dispatch_fingerprints,
+                        &dispatch_occurrences,
+                    ],
+                )
+                .await
+        }
+    };
+    let writing = async {
+        if rows.is_empty() {
+            Ok(0)
+        } else {
+            transaction
+                .execute(&statements.write_rows, &parameters)
+                .await
+        }
+    };
+    let (locked, made, _) = futures::future::try_join3(
         transaction.query(
             &statements.lock_rows,
-            &[&campaign, &fingerprints, &occurrences],
+            &[&campaign, &all_fingerprints, &all_occurrences],
         ),
-        transaction.execute(&statements.write_rows, &parameters),
+        dispatching,
+        writing,
     )
     .await?;
     let holders: HashMap<(Uuid, i32), Option<Uuid>> = locked
         .iter()
         .map(|row| ((row.get(0), row.get(1)), row.get(2)))
         .collect();
+    let held_by_another = |identity: Identity| {
+        let position = (uuid_of(identity.fingerprint), occurrence_of(identity));
+        holders
+            .get(&position)
+            .is_some_and(|holder| *holder != Some(run))
+    };
+    let made: HashSet<(Uuid, i32)> = made
+        .iter()
+        .map(|row| (row.get::<_, Uuid>(0), row.get::<_, i32>(1)))
+        .collect();
+    let dispatched: HashSet<Identity> = dispatches
+        .iter()
+        .copied()
+        .filter(|i| made.contains(&(uuid_of(i.fingerprint), occurrence_of(*i))))
+        .collect();
     let lost = rows
         .iter()
         .filter(|row| row.claimed)
-        .filter(|row| {
-            let position = (
-                uuid_of(row.identity.fingerprint),
-                occurrence_of(row.identity),
-            );
-            holders
-                .get(&position)
-                .is_some_and(|holder| *holder != Some(run))
-        })
+        .map(|row| row.identity)
+        .chain(dispatches.iter().copied())
+        .filter(|identity| held_by_another(*identity))
         .count();
-    Ok(lost)
+    Ok(Written { lost, dispatched })
 }

@@ -10,7 +10,7 @@ use crate::campaign::message::FingerprintKind;
 use crate::error::Error;
 
 /// The version of the `bizmsg` schema this code reads and writes.
-pub(super) const SCHEMA_VERSION: i32 = 4;
+pub(super) const SCHEMA_VERSION: i32 = 5;
 /// The advisory lock (transaction-level) that makes creating or changing the schema one step
 /// for all processes: a constant of bizmsg's own ("bizmsg" in ASCII).
 const SCHEMA_LOCK: i64 = 0x0000_6269_7a6d_7367;
@@ -114,6 +114,13 @@ const FINGERPRINT_KINDS: &str = "
     ALTER TABLE bizmsg.campaigns
         ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT 'xxh3';";
 
+// Version 4 wrote a claim as `dispatched` (in doubt after a crash): from version 5 a claim is
+// `claimed`, and becomes `dispatched` just before its request is written. No table changes (a
+// version-4 database has no `claimed` row; `state` is text); the version alone changes, so that
+// a bizmsg of version 4 refuses the schema rather than read a `claimed` row it does not know.
+// A run of version 4 still open goes on safely: it reads `claimed` as in doubt, never claims
+// such a row (its claims take only `failed`, `skipped`, or in doubt rows) and never writes one.
+
 /// Makes the schema on first use (or checks its version) and the campaign's row; returns the
 /// campaign's id.
 pub(super) async fn prepare(
@@ -158,7 +165,7 @@ pub(super) async fn prepare(
                 .map_err(sql)?;
         }
         Some(Ok(SCHEMA_VERSION)) => {}
-        Some(Ok(version @ (1..=3))) => {
+        Some(Ok(version @ (1..=4))) => {
             if version == 1 {
                 // Made by a development build: the key's order differs.
                 transaction.batch_execute(MESSAGES_KEY).await.map_err(sql)?;
@@ -167,10 +174,12 @@ pub(super) async fn prepare(
                 transaction.batch_execute(OWN_LEASES).await.map_err(sql)?;
                 transaction.batch_execute(RUN_ALIVE).await.map_err(sql)?;
             }
-            transaction
-                .batch_execute(FINGERPRINT_KINDS)
-                .await
-                .map_err(sql)?;
+            if version < 4 {
+                transaction
+                    .batch_execute(FINGERPRINT_KINDS)
+                    .await
+                    .map_err(sql)?;
+            }
             transaction
                 .execute(
                     "UPDATE bizmsg.meta SET value = $1 WHERE name = 'schema_version'",

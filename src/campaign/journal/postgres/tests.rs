@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use super::schema::{RUN_ALIVE, SCHEMA_VERSION};
-use super::statements::{HOLDERS, LOCK_CLAIMABLE, LOCK_ROWS, LOOKUP, PLANS, WRITE_ROWS};
+use super::statements::{DISPATCH, HOLDERS, LOCK_CLAIMABLE, LOCK_ROWS, LOOKUP, PLANS, WRITE_ROWS};
 use super::PostgresJournal;
 use crate::campaign::journal::contract::{claims, connect, identity, result, LEASE};
 use crate::campaign::journal::fence::{SESSION_GRACE, TAKE_OVER_AFTER};
@@ -97,6 +97,13 @@ async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_
         .await,
         plan_of(
             &client,
+            "dispatch",
+            DISPATCH,
+            &format!("1, gen_random_uuid(), {uuids}, ARRAY[0, 0]"),
+        )
+        .await,
+        plan_of(
+            &client,
             "write_rows",
             WRITE_ROWS,
             &format!(
@@ -133,6 +140,10 @@ async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_
             .lookup(range.clone().map(identity).collect())
             .await
             .unwrap();
+        // Dispatched together, as a campaign's sends are: batched by the writer.
+        let dispatched =
+            futures::future::join_all(range.clone().map(|n| journal.dispatch(identity(n)))).await;
+        assert!(dispatched.into_iter().all(|made| made.unwrap()));
         journal
             .write_durably(range.map(|n| result(n, State::Sent)).collect())
             .await
@@ -145,8 +156,9 @@ async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_
         sequential, 0,
         "the journal's session read the table sequentially"
     );
-    // Each of 800 messages read by its lookup, its write's lock and its write: 2,400.
-    assert!(fetched <= 3_000, "{fetched} rows read for 800 messages");
+    // Each of 800 messages read by its lookup, its dispatch's lock and its dispatch, its
+    // write's lock and its write: 4,000.
+    assert!(fetched <= 5_000, "{fetched} rows read for 800 messages");
 }
 
 /// How many times `bizmsg.messages` was read sequentially, and how many rows were fetched
@@ -420,7 +432,7 @@ async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run
     );
     // Whoever holds it sends it with the dead run's key.
     for answer in waited.iter().chain(&meanwhile) {
-        if let Claimed::Won { key } = answer {
+        if let Claimed::Won { key, .. } = answer {
             assert!(key.starts_with("kD"), "{key}");
         }
     }
@@ -437,7 +449,10 @@ async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
     let first = PostgresJournal::open(&server.url, "grace", LEASE)
         .await
         .unwrap();
-    first.claim(claims(0..2, "a", false)).await.unwrap();
+    first.claim(claims(0..3, "a", false)).await.unwrap();
+    // Messages 0 and 1 dispatched (in doubt once the run is gone); 2 only claimed.
+    assert!(first.dispatch(identity(0)).await.unwrap());
+    assert!(first.dispatch(identity(1)).await.unwrap());
     let admin = connect(&server.url).await;
     admin
         .execute(
@@ -459,16 +474,42 @@ async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
         "taken over {:?} after the session ended: {early:?}",
         ended.elapsed()
     );
+    // A message it only claimed is held as long (the grace is one rule for all its claims).
+    let claimed = second.claim(claims(2..3, "b", false)).await.unwrap();
+    assert!(
+        matches!(&claimed[0], Claimed::Lost(row) if row.held_elsewhere),
+        "{claimed:?}"
+    );
     tokio::time::sleep(SESSION_GRACE + Duration::from_millis(500)).await;
     let late = second.claim(claims(0..1, "b", true)).await.unwrap();
-    assert_eq!(late, [Claimed::Won { key: "a0".into() }]);
+    assert_eq!(
+        late,
+        [Claimed::Won {
+            key: "a0".into(),
+            dispatch: false
+        }]
+    );
+    let claimed = second.claim(claims(2..3, "b", false)).await.unwrap();
+    assert_eq!(
+        claimed,
+        [Claimed::Won {
+            key: "a2".into(),
+            dispatch: true
+        }]
+    );
     // A run whose record a person deleted is gone, and its claims are taken at once.
     admin
         .execute("DELETE FROM bizmsg.runs WHERE state <> 'running'", &[])
         .await
         .unwrap();
     let orphan = second.claim(claims(1..2, "b", true)).await.unwrap();
-    assert_eq!(orphan, [Claimed::Won { key: "a1".into() }]);
+    assert_eq!(
+        orphan,
+        [Claimed::Won {
+            key: "a1".into(),
+            dispatch: false
+        }]
+    );
 }
 
 /// A claim that meets one message another transaction is inserting now (a run frozen inside
@@ -504,10 +545,72 @@ async fn a_claim_that_meets_one_busy_message_claims_all_the_others() {
             assert_eq!(
                 *answer,
                 Claimed::Won {
-                    key: format!("a{n}")
+                    key: format!("a{n}"),
+                    dispatch: true
                 },
                 "message {n}"
             );
         }
     }
+}
+
+/// Version 4 wrote claims `dispatched`: a version-4 schema is moved to version 5 as it is (its
+/// claims stay in doubt), and a later version is refused, never misread (a bizmsg of version 4
+/// refuses version 5 so, rather than read a `claimed` row it does not know).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_4_journal_keeps_its_doubt_and_a_later_version_is_refused() {
+    let Some(server) = PostgresServer::start() else {
+        return;
+    };
+    let journal = PostgresJournal::open(&server.url, "v4", LEASE)
+        .await
+        .unwrap();
+    journal.claim(claims(0..2, "k", false)).await.unwrap();
+    for n in 0..2 {
+        assert!(journal.dispatch(identity(n)).await.unwrap());
+    }
+    journal.end().await;
+    let client = connect(&server.url).await;
+    let set_version = |version: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "UPDATE bizmsg.meta SET value = $1 WHERE name = 'schema_version'",
+                    &[&version],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_version("4").await;
+    let moved = PostgresJournal::open(&server.url, "v4", LEASE)
+        .await
+        .unwrap();
+    let rows = moved.lookup(vec![identity(0), identity(1)]).await.unwrap();
+    assert!(
+        rows.iter()
+            .all(|row| row.state == State::Dispatched && !row.held_elsewhere),
+        "{rows:?}"
+    );
+    moved.end().await;
+    let version: String = client
+        .query_one(
+            "SELECT value FROM bizmsg.meta WHERE name = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+    set_version("6").await;
+    let refused = PostgresJournal::open(&server.url, "v4", LEASE)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("version 6, this bizmsg reads 5"),
+        "{refused}"
+    );
 }

@@ -13,7 +13,7 @@ use super::session::pooled;
 use super::writer::{answer_only, taken_over, Reply, Writer};
 use crate::campaign::journal::commands::Command;
 use crate::campaign::journal::fence::stamp;
-use crate::campaign::journal::{Claim, Claimed, Row, State};
+use crate::campaign::journal::{Claim, Claimed, Identity, Row, State};
 use crate::error::{Error, Result};
 
 impl Writer {
@@ -42,6 +42,14 @@ impl Writer {
                     Box::new(move |failure| {
                         let _ = reply.send(match failure {
                             None => Ok(claimed),
+                            Some(failure) => Err(failure.clone()),
+                        });
+                    })
+                }
+                (Command::Dispatch { reply, .. }, Answer::Dispatched(made)) => {
+                    Box::new(move |failure| {
+                        let _ = reply.send(match failure {
+                            None => Ok(made),
                             Some(failure) => Err(failure.clone()),
                         });
                     })
@@ -202,7 +210,9 @@ impl Writer {
         let durable = batch.iter().any(|command| {
             matches!(
                 command,
-                Command::Claim { .. } | Command::Write { reply: Some(_), .. }
+                Command::Claim { .. }
+                    | Command::Dispatch { .. }
+                    | Command::Write { reply: Some(_), .. }
             )
         });
         let (campaign, run) = (self.campaign, self.run);
@@ -273,6 +283,7 @@ impl Writer {
         }
         let mut answers = Vec::with_capacity(batch.len());
         let mut writes: Vec<Row> = Vec::new();
+        let mut dispatches: Vec<Identity> = Vec::new();
         // Rows this run claimed that a write found held by another run.
         let mut lost = 0;
         for command in batch {
@@ -280,7 +291,7 @@ impl Writer {
             // neither is this run's to make any more.
             let refused = match command {
                 Command::Write { reply, .. } => reply.is_some(),
-                Command::Lookup { .. } | Command::Claim { .. } => true,
+                Command::Lookup { .. } | Command::Claim { .. } | Command::Dispatch { .. } => true,
                 // Never in a batch (`take_end`).
                 Command::End { .. } => false,
             };
@@ -296,16 +307,19 @@ impl Writer {
                     answers.push(Answer::Rows(rows));
                 }
                 Command::Claim { claims, .. } => {
-                    // Earlier writes of the batch first: the order the engine gave.
-                    lost += write(
+                    // Earlier writes of the batch first: the order the engine gave. (A claim
+                    // is alone in its transaction, `run_segments`: there are none.)
+                    let written = write(
                         &transaction,
                         statements,
                         campaign,
                         run,
                         std::mem::take(&mut writes),
+                        std::mem::take(&mut dispatches),
                     )
                     .await
                     .map_err(Attempt::of)?;
+                    lost += written.lost;
                     let claimed = match locked.take() {
                         Some(locked) => {
                             claim_locked(&transaction, statements, campaign, run, claims, locked)
@@ -318,6 +332,11 @@ impl Writer {
                     .map_err(Attempt::of)?;
                     answers.push(Answer::Claimed(claimed));
                 }
+                Command::Dispatch { identity, .. } => {
+                    dispatches.push(*identity);
+                    // Answered below, once the batch's dispatches are made.
+                    answers.push(Answer::Dispatched(false));
+                }
                 Command::Write { rows, .. } => {
                     writes.extend(rows.iter().cloned());
                     answers.push(Answer::Written);
@@ -325,9 +344,17 @@ impl Writer {
                 Command::End { .. } => answers.push(Answer::Written),
             }
         }
-        lost += write(&transaction, statements, campaign, run, writes)
+        let written = write(&transaction, statements, campaign, run, writes, dispatches)
             .await
             .map_err(Attempt::of)?;
+        lost += written.lost;
+        for (command, answer) in batch.iter().zip(answers.iter_mut()) {
+            if let (Command::Dispatch { identity, .. }, Answer::Dispatched(made)) =
+                (command, answer)
+            {
+                *made = written.dispatched.contains(identity);
+            }
+        }
         transaction.commit().await.map_err(Attempt::of)?;
         if taken || lost > 0 {
             // What it still held is committed; it sends nothing more.
@@ -371,6 +398,8 @@ const MAX_TRANSACTION_RETRIES: u32 = 8;
 enum Answer {
     Rows(Vec<Row>),
     Claimed(Vec<Claimed>),
+    /// Whether the message was recorded `dispatched` (this run held it `claimed`).
+    Dispatched(bool),
     Written,
     /// Not done: this run was taken over.
     Refused,

@@ -192,6 +192,9 @@ pub(super) fn answer_only(command: Command) -> Reply {
         Command::Claim { reply, .. } => Box::new(move |failure| {
             let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
         }),
+        Command::Dispatch { reply, .. } => Box::new(move |failure| {
+            let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));
+        }),
         Command::Write { reply, .. } => Box::new(move |failure| {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(failure.cloned().unwrap_or_else(ended)));

@@ -1,6 +1,7 @@
 //! The embedded journal: one SQLite file per campaign, one row per message this campaign
-//! claimed (fingerprint, occurrence, idempotency key, state, the run holding it, sms_id, code,
-//! msg), and one row per run.
+//! claimed (fingerprint, occurrence, idempotency key, state: `claimed`, then `dispatched` just
+//! before its request is written, then its result; the run holding it, sms_id, code, msg), and
+//! one row per run.
 //!
 //! SQLite runs on a thread of its own; every command that arrives while it works joins the
 //! next transaction, so writes are batched by how busy the campaign is. WAL with

@@ -1,7 +1,8 @@
 //! What a transaction does to the messages' records: look them up (with whether a live run of
 //! another process holds each), claim them (a message is won when it has no record, one never
-//! sent, or, taken over, one in doubt whose run is gone), and write their results, never losing
-//! a result or a doubt.
+//! sent, one `claimed` by a run that is gone, or, taken over, one in doubt whose run is gone),
+//! record a claimed one `dispatched` before its request is written (only while this run holds
+//! it `claimed`), and write their results, never losing a result or a doubt.
 
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -67,7 +68,9 @@ fn held_elsewhere(
     liveness: &mut Liveness<'_>,
 ) -> rusqlite::Result<bool> {
     match (row.state, holder) {
-        (State::Dispatched | State::Unknown, Some(holder)) if holder != liveness.run.id => {
+        (State::Claimed | State::Dispatched | State::Unknown, Some(holder))
+            if holder != liveness.run.id =>
+        {
             liveness.alive(transaction, holder)
         }
         _ => Ok(false),
@@ -88,7 +91,7 @@ pub(super) fn claim(
                 "INSERT INTO bizmsg_messages
                      (fingerprint, occurrence, idempotency_key, state, run_id, inherited_doubt,
                       updated_at)
-                 VALUES (?1, ?2, ?3, 'dispatched', ?4, 0, ?5)",
+                 VALUES (?1, ?2, ?3, 'claimed', ?4, 0, ?5)",
                 params![
                     claim.identity.fingerprint.to_hex(),
                     claim.identity.occurrence,
@@ -99,6 +102,7 @@ pub(super) fn claim(
             )?;
             answers.push(Claimed::Won {
                 key: claim.key.clone(),
+                dispatch: true,
             });
             continue;
         };
@@ -108,7 +112,14 @@ pub(super) fn claim(
         let won = match row.state {
             State::Sent | State::Rejected => false,
             State::Failed | State::Skipped => true,
-            State::Dispatched | State::Unknown if mine => true,
+            State::Claimed | State::Dispatched | State::Unknown if mine => true,
+            // Claimed by a run that is gone: its request was never written (its dispatch
+            // would have made the row `dispatched` first), so it is claimed as new.
+            State::Claimed => {
+                row.held_elsewhere =
+                    held_elsewhere(transaction, &row, holder.as_deref(), liveness)?;
+                !row.held_elsewhere
+            }
             State::Dispatched | State::Unknown => {
                 row.held_elsewhere =
                     held_elsewhere(transaction, &row, holder.as_deref(), liveness)?;
@@ -121,13 +132,20 @@ pub(super) fn claim(
         }
         // A message taken over from a run that left it in doubt keeps its key, and its doubt.
         let inherited = may_have_left && !mine;
-        let key = match (&row.key, may_have_left) {
+        // The recorded key for a message that may have left, and for one claimed and never
+        // sent (the key it would have gone out with).
+        let key = match (&row.key, may_have_left || row.state == State::Claimed) {
             (Some(recorded), true) => recorded.clone(),
             _ => claim.key.clone(),
         };
+        let state = if may_have_left {
+            State::Dispatched
+        } else {
+            State::Claimed
+        };
         transaction.execute(
             "UPDATE bizmsg_messages
-             SET state = 'dispatched', run_id = ?3, idempotency_key = ?4,
+             SET state = ?8, run_id = ?3, idempotency_key = ?4,
                  inherited_doubt = ?5 OR (inherited_doubt AND ?7),
                  sms_id = NULL, code = NULL, msg = NULL, updated_at = ?6
              WHERE fingerprint = ?1 AND occurrence = ?2",
@@ -138,12 +156,48 @@ pub(super) fn claim(
                 key,
                 inherited,
                 now,
-                mine && may_have_left
+                mine && may_have_left,
+                state.as_str()
             ],
         )?;
-        answers.push(Claimed::Won { key });
+        answers.push(Claimed::Won {
+            key,
+            dispatch: state == State::Claimed,
+        });
     }
     Ok(answers)
+}
+
+/// Records a message this run claimed `dispatched`, only if this run still holds its row
+/// `claimed` (the condition is the statement's own, under SQLite's write lock: a run that
+/// took the row over first leaves it unchanged). Returns whether it was made, and whether the
+/// row is held by another run (this run was taken over).
+pub(super) fn dispatch(
+    transaction: &Transaction<'_>,
+    me: &str,
+    identity: Identity,
+    now: f64,
+) -> rusqlite::Result<(bool, bool)> {
+    let mut statement = transaction.prepare_cached(
+        "UPDATE bizmsg_messages SET state = 'dispatched', updated_at = ?4
+         WHERE fingerprint = ?1 AND occurrence = ?2 AND run_id = ?3 AND state = 'claimed'",
+    )?;
+    let changed = statement.execute(params![
+        identity.fingerprint.to_hex(),
+        identity.occurrence,
+        me,
+        now
+    ])?;
+    if changed > 0 {
+        return Ok((true, false));
+    }
+    // Not made: a row of another run means this one was taken over; its own row with a
+    // result (or already dispatched), or no row at all, only that there is nothing to make.
+    let taken = match recorded(transaction, identity)? {
+        Some((_, holder)) => holder.as_deref() != Some(me),
+        None => false,
+    };
+    Ok((false, taken))
 }
 
 /// Writes the records of messages this run holds; returns how many of those it claimed

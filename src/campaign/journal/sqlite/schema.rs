@@ -12,11 +12,16 @@ use super::BUSY_TIMEOUT;
 use crate::campaign::journal::run_lock::{is_alive, lock_dir};
 use crate::campaign::message::FingerprintKind;
 
-/// Format 4: messages known by identity (format 1 knew them by position), runs with their own
-/// lease (format 2 judged them by the reader's), claims, and the kind of fingerprint the
-/// campaign's identities are (format 3 knew only xxh3: a bizmsg of format 3 must not resume a
-/// campaign whose messages it would not recognise).
-const SCHEMA: &str = "4";
+/// Format 5: messages known by identity (format 1 knew them by position), runs with their own
+/// lease (format 2 judged them by the reader's), claims, the kind of fingerprint the campaign's
+/// identities are (format 3 knew only xxh3: a bizmsg of format 3 must not resume a campaign
+/// whose messages it would not recognise), and the state `claimed` (format 4 wrote a claim as
+/// `dispatched`, in doubt after a crash): a bizmsg of format 4 refuses a format-5 file, so that
+/// it never reads a `claimed` row it does not know. The move from 4 changes no table (a format-4
+/// file has no `claimed` row). A run of format 4 still open on the file goes on safely: it reads
+/// a state it does not know as in doubt, held by its run while that run lives, and never writes
+/// `claimed`; a `dispatched` row of its own stays in doubt here.
+const SCHEMA: &str = "5";
 
 pub(super) enum Setup {
     Sqlite(rusqlite::Error),
@@ -124,7 +129,7 @@ pub(super) fn prepare(
             }
             record_own_leases(&transaction)?;
         }
-        Some("3") => {}
+        Some("3" | "4") => {}
         Some(SCHEMA) => {}
         Some(other) => {
             return Err(Setup::Refused(format!(

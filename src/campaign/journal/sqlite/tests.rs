@@ -117,3 +117,71 @@ async fn a_format_1_journal_is_moved_to_identities_keeping_keys_and_doubt() {
     drop(journal);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Format 4 wrote claims `dispatched`: a format-4 file is moved to format 5 as it is (its
+/// claims stay in doubt), and a file of a later format is refused, never misread (a bizmsg of
+/// format 4 refuses a format-5 file so, rather than read a `claimed` row it does not know).
+#[tokio::test]
+async fn a_format_4_journal_keeps_its_doubt_and_a_later_format_is_refused() {
+    let dir = fresh_dir();
+    let path = dir.join("c.db");
+    let journal = SqliteJournal::open(&path, Some("c"), LEASE).unwrap();
+    assert!(journal
+        .claim(claims(0..2, "k", false))
+        .await
+        .unwrap()
+        .iter()
+        .all(|c| c.is_won()));
+    // As format 4 recorded its claims.
+    for n in 0..2 {
+        assert!(journal
+            .dispatch(crate::campaign::journal::contract::identity(n))
+            .await
+            .unwrap());
+    }
+    drop(journal);
+    let set_format = |format: &str| {
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE bizmsg_campaign SET value = ?1 WHERE name = 'schema'",
+                [format],
+            )
+            .unwrap();
+    };
+    set_format("4");
+    let moved = SqliteJournal::open(&path, None, LEASE).unwrap();
+    let rows = moved
+        .lookup(
+            (0..2)
+                .map(crate::campaign::journal::contract::identity)
+                .collect(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        rows.iter()
+            .all(|row| row.state == State::Dispatched && !row.held_elsewhere),
+        "{rows:?}"
+    );
+    drop(moved);
+    let format: String = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM bizmsg_campaign WHERE name = 'schema'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(format, "5");
+    set_format("6");
+    let refused = SqliteJournal::open(&path, None, LEASE)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("journal format 6, this one reads 5"),
+        "{refused}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

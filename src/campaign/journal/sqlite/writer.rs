@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::liveness::Liveness;
-use super::records::{claim, lookup, write};
+use super::records::{claim, dispatch, lookup, write};
 use super::{now, Run};
 use crate::campaign::journal::commands::Command;
 use crate::campaign::journal::fence::{heartbeat_every, stamp};
@@ -155,6 +155,9 @@ fn answer_only(command: Command) -> Reply {
         Command::Claim { reply, .. } => Box::new(move |failure: Option<&str>| {
             let _ = reply.send(Err(failed(failure)));
         }),
+        Command::Dispatch { reply, .. } => Box::new(move |failure: Option<&str>| {
+            let _ = reply.send(Err(failed(failure)));
+        }),
         Command::Write { reply, .. } => Box::new(move |failure: Option<&str>| {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(failed(failure)));
@@ -189,7 +192,7 @@ fn run_batch(
         // is this run's to make any more.
         let refused = match &command {
             Command::Write { reply, .. } => reply.is_some(),
-            Command::Lookup { .. } | Command::Claim { .. } => true,
+            Command::Lookup { .. } | Command::Claim { .. } | Command::Dispatch { .. } => true,
             // Never in a batch (`take_end`).
             Command::End { .. } => false,
         };
@@ -214,6 +217,18 @@ fn run_batch(
                 replies.push(Box::new(move |failure: Option<&str>| {
                     let _ = reply.send(match failure {
                         None => Ok(claimed),
+                        Some(failure) => Err(Error::Campaign(format!("journal: {failure}"))),
+                    });
+                }));
+            }
+            Command::Dispatch { identity, reply } => {
+                let (made, taken) = dispatch(&transaction, &run.id, identity, now)?;
+                if taken {
+                    lost += 1;
+                }
+                replies.push(Box::new(move |failure: Option<&str>| {
+                    let _ = reply.send(match failure {
+                        None => Ok(made),
                         Some(failure) => Err(Error::Campaign(format!("journal: {failure}"))),
                     });
                 }));
