@@ -4,6 +4,7 @@ reader behind a tracer and a meter provider of the test's own. Imported only by 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -11,6 +12,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from bizmsg.instrumentation import BizmsgInstrumentor
 
 
 class Otel:
@@ -38,3 +41,14 @@ class Otel:
                 for metric in scope.metrics:
                     found.setdefault(metric.name, []).extend(metric.data.data_points)
         return found
+
+
+def instrumented(**options: Any) -> Iterator[Otel]:
+    """A test's fixture body: bizmsg instrumented with a recorder of its own (``options`` as
+    ``instrument()`` takes them), uninstrumented after the test."""
+    telemetry = Otel()
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
+                            meter_provider=telemetry.meter_provider, **options)
+    yield telemetry
+    instrumentor.uninstrument()

@@ -29,7 +29,7 @@ from bizmsg import _native  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number, free_port  # noqa: E402
-from otel_support import Otel  # noqa: E402
+from otel_support import Otel, instrumented  # noqa: E402
 
 RECIPIENT = "447700900123"
 SEND = "POST /v1/chat/messages/send"
@@ -37,12 +37,7 @@ SEND = "POST /v1/chat/messages/send"
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    telemetry = Otel()
-    instrumentor = BizmsgInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider)
-    yield telemetry
-    instrumentor.uninstrument()
+    yield from instrumented()
 
 
 def traceparent_of(span: Any) -> str:
@@ -337,13 +332,7 @@ def test_a_platform_throttling_code_is_a_pause_event(otel: Otel, sandbox: Sandbo
 def otel_messages(request: pytest.FixtureRequest) -> Iterator[Otel]:
     """Instrumented with message spans: ``campaign_message_spans`` from the test's parameter
     (``True`` unless parametrized)."""
-    telemetry = Otel()
-    instrumentor = BizmsgInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider,
-                            campaign_message_spans=getattr(request, "param", True))
-    yield telemetry
-    instrumentor.uninstrument()
+    yield from instrumented(campaign_message_spans=getattr(request, "param", True))
 
 
 def _by_parent(spans: list[ReadableSpan]) -> dict[int, list[ReadableSpan]]:

@@ -16,22 +16,16 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
 from bizmsg._campaign import drivers  # noqa: E402
-from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
-from otel_support import Otel  # noqa: E402
+from otel_support import Otel, instrumented  # noqa: E402
 
 TEMPLATE = bizmsg.Template(name="n", parameters=["p"], language="en")
 
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    telemetry = Otel()
-    instrumentor = BizmsgInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider)
-    yield telemetry
-    instrumentor.uninstrument()
+    yield from instrumented()
 
 
 def messages(sender: Number, count: int) -> list[bizmsg.Message]:

@@ -17,19 +17,14 @@ from bizmsg import _native  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
-from otel_support import Otel  # noqa: E402
+from otel_support import Otel, instrumented  # noqa: E402
 
 RECIPIENT = "447700900123"
 
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    telemetry = Otel()
-    instrumentor = BizmsgInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider)
-    yield telemetry
-    instrumentor.uninstrument()
+    yield from instrumented()
 
 
 def in_flight(otel: Otel) -> float:
@@ -37,7 +32,8 @@ def in_flight(otel: Otel) -> float:
     return float(point.value)
 
 
-def test_calls_in_flight_are_read_when_collected(otel: Otel, sender: Number) -> None:
+def in_flight_while_a_send_waits(otel: Otel, sender: Number) -> float:
+    """``bizmsg.calls.in_flight`` read while a send waits for the service's answer."""
     with Sandbox(delay=0.5) as slow, slow.client() as client:
         sending = threading.Thread(target=lambda: client.messages.send_template(
             to=RECIPIENT, from_=sender.digits, name="n", parameters="p", language="en"))
@@ -45,8 +41,13 @@ def test_calls_in_flight_are_read_when_collected(otel: Otel, sender: Number) -> 
         deadline = time.monotonic() + 5
         while not slow.requests() and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert in_flight(otel) == 1
+        seen = in_flight(otel)
         sending.join()
+    return seen
+
+
+def test_calls_in_flight_are_read_when_collected(otel: Otel, sender: Number) -> None:
+    assert in_flight_while_a_send_waits(otel, sender) == 1
     assert in_flight(otel) == 0
 
 
@@ -59,16 +60,7 @@ def test_calls_in_flight_after_instrumenting_again_on_the_same_meter(sender: Num
         instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
                                 meter_provider=telemetry.meter_provider)
         try:
-            with Sandbox(delay=0.5) as slow, slow.client() as client:
-                sending = threading.Thread(target=lambda: client.messages.send_template(
-                    to=RECIPIENT, from_=sender.digits, name="n", parameters="p",
-                    language="en"))
-                sending.start()
-                deadline = time.monotonic() + 5
-                while not slow.requests() and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                assert in_flight(telemetry) == 1
-                sending.join()
+            assert in_flight_while_a_send_waits(telemetry, sender) == 1
         finally:
             instrumentor.uninstrument()
 

@@ -62,6 +62,17 @@ pub(super) fn claims(range: std::ops::Range<u128>, prefix: &str, take_over: bool
         .collect()
 }
 
+/// Claims messages `range` (message `n` with the key `{prefix}{n}`) and asserts this run won
+/// every one.
+pub(super) async fn claim_all(
+    journal: &dyn JournalStore,
+    range: std::ops::Range<u128>,
+    prefix: &str,
+) {
+    let answers = journal.claim(claims(range, prefix, false)).await.unwrap();
+    assert!(answers.iter().all(Claimed::is_won), "{answers:?}");
+}
+
 /// A claim won with `key`, its row `claimed` (to be dispatched before it is sent).
 pub(super) fn won_with(key: &str) -> Claimed {
     Claimed::Won {
@@ -483,12 +494,7 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
     for store in Store::all() {
         let name = store.name();
         let first = store.open("contract", LEASE).await;
-        assert!(first
-            .claim(claims(0..3, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*first, 0..3, "a").await;
         assert_eq!(first.fence().check(), Ok(()), "{name}");
         // Message 0's request was written (dispatched); message 1 only claimed.
         dispatch_all(&*first, 0..1).await;
@@ -545,12 +551,7 @@ async fn a_run_is_judged_by_its_own_lease_not_by_the_readers() {
     for store in Store::all() {
         let name = store.name();
         let slow = store.open("leases", LEASE).await;
-        assert!(slow
-            .claim(claims(0..2, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*slow, 0..2, "a").await;
         // Silent for 20 s: well within its own lease of 60 s, far past the reader's of 3 s.
         store.age_heartbeats(20.0).await;
         let hasty = store.open("leases", Duration::from_secs(3)).await;
@@ -590,12 +591,7 @@ async fn a_run_that_ended_is_recorded_ended_and_holds_nothing_before_end_returns
     for store in Store::all() {
         let name = store.name();
         let first = store.open("ending", LEASE).await;
-        assert!(first
-            .claim(claims(0..2, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*first, 0..2, "a").await;
         let mut sent = super::Row::new(identity(0), State::Sent, Some("a0".into()));
         sent.claimed = true;
         first.write(vec![sent]).unwrap();
@@ -632,12 +628,7 @@ async fn a_killed_runs_claimed_messages_are_won_by_the_next_run_without_doubt_wi
     for store in Store::all() {
         let name = store.name();
         let killed = store.open("killed", LEASE).await;
-        assert!(killed
-            .claim(claims(0..4, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*killed, 0..4, "a").await;
         // Message 0's request was being written; 1 to 3 were waiting for their pace.
         dispatch_all(&*killed, 0..1).await;
         drop(killed);
@@ -685,12 +676,7 @@ async fn a_run_taken_over_cannot_dispatch_and_a_dispatch_made_first_leaves_the_m
     for store in Store::all() {
         let name = store.name();
         let frozen = store.open("dispatch", LEASE).await;
-        assert!(frozen
-            .claim(claims(0..3, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*frozen, 0..3, "a").await;
         // Its dispatch of message 0 committed before it froze.
         dispatch_all(&*frozen, 0..1).await;
         store.age_heartbeats(LEASE.as_secs_f64() * 1.3).await;
@@ -727,12 +713,7 @@ async fn a_dispatch_is_made_only_of_a_row_this_run_holds_claimed() {
     for store in Store::all() {
         let name = store.name();
         let run = store.open("once", LEASE).await;
-        assert!(run
-            .claim(claims(0..4, "a", false))
-            .await
-            .unwrap()
-            .iter()
-            .all(Claimed::is_won));
+        claim_all(&*run, 0..4, "a").await;
         let mut skipped = result(1, State::Skipped);
         skipped.clears_doubt = false;
         run.write_durably(vec![
