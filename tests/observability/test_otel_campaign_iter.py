@@ -5,8 +5,11 @@ campaign's span without an error."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,6 +19,7 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
 from bizmsg._campaign import drivers  # noqa: E402
+from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
 from otel_support import Otel, instrumented  # noqa: E402
@@ -38,7 +42,7 @@ def test_the_sync_generator_is_the_campaigns_own(otel: Otel, sandbox: Sandbox,
     """Regression: it was a wrapping generator, resumed once per outcome."""
     with sandbox.client() as client:
         outcomes = client.messages.send_many_iter(messages(sender, 3))
-        assert outcomes.gi_code is drivers.send_many_iter.__code__  # type: ignore[attr-defined]
+        assert outcomes.gi_code is drivers._outcomes.__code__  # type: ignore[attr-defined]
         assert len(list(outcomes)) == 3
 
 
@@ -48,7 +52,7 @@ async def test_the_async_generator_is_the_campaigns_own(otel: Otel, sandbox: San
     async with sandbox.async_client() as client:
         outcomes = client.messages.send_many_iter(messages(sender, 3))
         code = outcomes.ag_code  # type: ignore[attr-defined]
-        assert code is drivers.send_many_iter_async.__code__
+        assert code is drivers._outcomes_async.__code__
         assert len([o async for o in outcomes]) == 3
 
 
@@ -173,3 +177,91 @@ def test_a_generator_collected_after_it_began_ends_once_with_its_counts(
     assert campaign.attributes["bizmsg.campaign.stop_reason"] == "the caller stopped iterating"
     assert campaign.attributes["bizmsg.campaign.sent"] >= 1
     assert in_flight(otel) == 0
+
+
+def test_a_wrapper_put_on_send_many_iter_before_instrumenting_still_runs(
+        sandbox: Sandbox, sender: Number, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (review): the traced path called the campaign's driver itself, past
+    whatever wrapped the method before ``instrument()``."""
+    from bizmsg._resources.messages import Messages
+
+    called: list[str] = []
+
+    original = Messages.send_many_iter
+
+    def spy(self: Any, messages: Any, **options: Any) -> Any:
+        called.append("send_many_iter")
+        return original(self, messages, **options)
+
+    monkeypatch.setattr(Messages, "send_many_iter", spy)
+    with contextlib.contextmanager(instrumented)() as otel, sandbox.client() as client:
+        assert len(list(client.messages.send_many_iter(messages(sender, 3)))) == 3
+        [campaign] = otel.named("send_many_iter")
+    assert called == ["send_many_iter"]
+    assert campaign.attributes is not None and campaign.attributes["bizmsg.campaign.sent"] == 3
+
+
+def test_a_campaign_that_stopped_itself_keeps_its_reason_when_the_caller_leaves_after(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    """Regression (review): leaving the loop while it read a stopped campaign's skipped rest
+    replaced the campaign's own stop reason."""
+    rejected = bizmsg.Message(to="447700900199", from_="14155550199", template=TEMPLATE)
+    with sandbox.client() as client:
+        for outcome in client.messages.send_many_iter(
+                [rejected, *messages(sender, 40)], stop_on_error=True, concurrency=1):
+            if outcome.status == "skipped":
+                break
+    [campaign] = otel.named("send_many_iter")
+    assert campaign.attributes is not None
+    reason = campaign.attributes["bizmsg.campaign.stop_reason"]
+    assert reason != "the caller stopped iterating" and "rejected" in str(reason)
+
+
+def test_nothing_of_the_campaign_is_kept_by_its_generator_after_its_span_ended(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    """Regression (review): the finalizer kept the campaign's span, handle and options (and
+    the caller's on_result) for as long as the exhausted generator lived."""
+    class Sink:
+        def __call__(self, batch: list[bizmsg.SendOutcome]) -> None:
+            return None
+
+    sink = Sink()
+    alive = weakref.ref(sink)
+    with sandbox.client() as client:
+        outcomes = client.messages.send_many_iter(messages(sender, 3), on_result=sink)
+        assert len(list(outcomes)) == 3
+    del sink
+    gc.collect()
+    assert alive() is None
+    del outcomes
+
+
+@pytest.mark.parametrize("method", ["send_many", "send_many_iter"])
+def test_a_second_ctrl_c_while_a_stopped_campaigns_span_ends_keeps_its_result(
+        sandbox: Sandbox, sender: Number, method: str) -> None:
+    """Regression (review): a KeyboardInterrupt while a failed campaign's span ended had no
+    ``bulk_result``."""
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    class Interrupted(SpanProcessor):
+        def on_end(self, span: Any) -> None:
+            if span.name.startswith("send_many"):
+                raise KeyboardInterrupt
+
+    def full(batch: list[bizmsg.SendOutcome]) -> None:
+        raise LookupError("sink full")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Interrupted())
+    instrumentor = BizmsgInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with sandbox.client() as client, pytest.raises(KeyboardInterrupt) as raised:
+            if method == "send_many":
+                client.messages.send_many(messages(sender, 4), on_result=full)
+            else:
+                for _ in client.messages.send_many_iter(messages(sender, 4), on_result=full):
+                    pass
+    finally:
+        instrumentor.uninstrument()
+    assert raised.value.bulk_result is not None  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _native
@@ -327,42 +328,63 @@ class _Ready:
 
 class Watcher(Protocol):
     """Told when a ``send_many_iter`` begins (its first ``next()``) and when it ends, once, with
-    its result or the exception that ended it (the consumer leaving the loop is a
-    ``GeneratorExit``; the result is then what it had done). The instrumentation's
+    its result or the exception that ended it (the consumer leaving the loop early is a
+    ``GeneratorExit``, with what the campaign had done). The instrumentation's
     (``bizmsg.instrumentation``): it ends the campaign's span with no work per outcome. Never
-    given by a user."""
+    given by a user: it is set in ``WATCHER`` around the call to ``send_many_iter``, so that
+    whatever else wraps that method still runs."""
 
     def began(self) -> None: ...
 
     def ended(self, result: BulkResult | None, error: BaseException | None) -> None: ...
 
 
+#: The watcher of the ``send_many_iter`` called now, if any (read when it is called).
+WATCHER: ContextVar[Watcher | None] = ContextVar("bizmsg_campaign_watcher", default=None)
+
+
 def _ended(watcher: Watcher, collector: Collector | None, result: BulkResult | None,
-           error: BaseException | None) -> None:
+           error: BaseException | None, cut_short: bool) -> None:
     """Tells ``watcher`` the campaign ended (with what it had done by then, on an exception).
-    A ``KeyboardInterrupt`` raised while it is told (a Ctrl-C landing in a slow span exporter)
-    carries the campaign's result on ``bulk_result``, as any interruption of a campaign does."""
+    ``cut_short``: the consumer left before the campaign was done; a consumer that left while it
+    read what a campaign that had ended on its own still had to say (its skipped rest) leaves
+    the campaign's own end. A ``KeyboardInterrupt`` raised while the watcher is told (a second
+    Ctrl-C landing in a slow span exporter) carries the campaign's result on ``bulk_result``,
+    as the campaign's own interruption does."""
     if error is not None and collector is not None:
         try:
             result = collector.result()
         except Exception:  # pragma: no cover - the error that ended it is what matters
             result = None
+    if isinstance(error, GeneratorExit) and not cut_short:
+        error = None
     try:
         watcher.ended(result, error)
     except BaseException as interrupted:
-        if result is not None and error is None:
+        if result is not None and getattr(interrupted, "bulk_result", None) is None:
             attach(interrupted, result)
         raise
 
 
-def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[str, Any],
-                   watcher: Watcher | None = None) -> Generator[SendOutcome, None, BulkResult]:
+def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[str, Any]
+                   ) -> Generator[SendOutcome, None, BulkResult]:
     """Yields each outcome as it completes; returns (``StopIteration.value``) the
     :class:`BulkResult` of the campaign, without outcomes (none was kept) but with its counts,
     warnings, ``stopped_by`` and ``stop_reason``: the CLI reads why a campaign stopped there."""
+    return _outcomes(run, messages, options, WATCHER.get())
+
+
+def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
+                         options: Mapping[str, Any]) -> AsyncIterator[SendOutcome]:
+    return _outcomes_async(run, messages, options, WATCHER.get())
+
+
+def _outcomes(run: _native.CampaignRun, messages: Input, options: Mapping[str, Any],
+              watcher: Watcher | None) -> Generator[SendOutcome, None, BulkResult]:
     if watcher is not None:
         watcher.began()
     collector: Collector | None = None
+    cut_short = False
     try:
         rows = rows_of(messages)  # a DataFrame: its rows
         source = iter(rows)
@@ -385,6 +407,7 @@ def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[s
                 if collector.done is None:
                     # The consumer stopped early (break, an exception): stop taking messages
                     # and let those in flight settle, so the journal ends consistent.
+                    cut_short = True
                     run.stop(False)
                     for _ in steps:
                         pass
@@ -393,19 +416,20 @@ def send_many_iter(run: _native.CampaignRun, messages: Input, options: Mapping[s
         result = collector.finish()
     except BaseException as error:
         if watcher is not None:
-            _ended(watcher, collector, None, error)
+            _ended(watcher, collector, None, error, cut_short)
         raise
     if watcher is not None:
-        _ended(watcher, collector, result, None)
+        _ended(watcher, collector, result, None, cut_short)
     return result
 
 
-async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
-                               options: Mapping[str, Any], watcher: Watcher | None = None
-                               ) -> AsyncIterator[SendOutcome]:
+async def _outcomes_async(run: _native.CampaignRun, messages: AsyncInput,
+                          options: Mapping[str, Any], watcher: Watcher | None
+                          ) -> AsyncIterator[SendOutcome]:
     if watcher is not None:
         watcher.began()
     collector: Collector | None = None
+    cut_short = False
     try:
         rows = rows_of(messages)  # a DataFrame: its rows
         source = rows if isinstance(rows, AsyncIterable) else iter(rows)
@@ -419,6 +443,7 @@ async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
                         yield outcome
             finally:
                 if collector.done is None:
+                    cut_short = True
                     run.stop(False)
                     async for _ in steps:
                         pass
@@ -430,7 +455,7 @@ async def send_many_iter_async(run: _native.CampaignRun, messages: AsyncInput,
         result = collector.finish()
     except BaseException as error:
         if watcher is not None:
-            _ended(watcher, collector, None, error)
+            _ended(watcher, collector, None, error, cut_short)
         raise
     if watcher is not None:
-        _ended(watcher, collector, result, None)
+        _ended(watcher, collector, result, None, cut_short)

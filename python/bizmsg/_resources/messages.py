@@ -8,7 +8,7 @@ client, which validates, sends, retries and decodes. A campaign is then driven b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .. import _native
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .._campaign import BulkResult, CampaignPlan
-    from .._campaign.drivers import Watcher
     from .._campaign.message import AsyncMessageInput as AsyncInput
     from .._campaign.message import MessageInput as Input
 
@@ -105,17 +104,11 @@ class Messages(Resource):
         """:meth:`send_many`, yielding each outcome as it completes (completion order) and
         keeping none: memory stays bounded however many messages go through. Leaving the
         loop early stops the campaign (messages in flight finish)."""
-        return self._send_many_iter(messages, options, None)
-
-    def _send_many_iter(self, messages: Input, options: Mapping[str, Any],
-                        watcher: Watcher | None) -> Iterator[_native.SendOutcome]:
-        """:meth:`send_many_iter`, telling ``watcher`` when it begins and ends (the
-        instrumentation's, which so does nothing per outcome)."""
         resolved = resolve(options, CampaignOptions, "Messages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter(run, messages, resolved, watcher)
+        return drivers.send_many_iter(run, messages, resolved)
 
     @overload
     def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,
@@ -215,17 +208,11 @@ class AsyncMessages(Resource):
                        **options: Unpack[CampaignOptions]
                        ) -> AsyncIterator[_native.SendOutcome]:
         """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
-        return self._send_many_iter(messages, options, None)
-
-    def _send_many_iter(self, messages: AsyncInput, options: Mapping[str, Any],
-                        watcher: Watcher | None) -> AsyncIterator[_native.SendOutcome]:
-        """:meth:`send_many_iter`, telling ``watcher`` when it begins and ends (see
-        :meth:`Messages._send_many_iter`)."""
         resolved = resolve(options, CampaignOptions, "AsyncMessages.send_many_iter")
         run = start_campaign(self._native, resolved)
         from .._campaign import drivers
 
-        return drivers.send_many_iter_async(run, messages, resolved, watcher)
+        return drivers.send_many_iter_async(run, messages, resolved)
 
     @overload
     async def send(self, *, to: str, from_: str, template: Template, raw: Literal[False] = ...,

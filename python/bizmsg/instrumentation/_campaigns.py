@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import _native
+from .._campaign import drivers
 from .._campaign.collector import attach
 from .._campaign.results import STATUSES
 from . import _attempts, _calls
@@ -34,6 +35,8 @@ from ._telemetry import Telemetry
 LEFT_THE_LOOP = "the caller stopped iterating"
 #: ... and of one never iterated at all (its generator collected before its first ``next()``).
 NEVER_ITERATED = "the caller never iterated"
+#: The reason Rust gives a campaign stopped from outside (as leaving the loop stops it).
+INTERRUPTED = "interrupted"
 
 #: The outcomes whose span is an error.
 _ERRORS = frozenset(("rejected", "unknown", "failed"))
@@ -200,9 +203,9 @@ def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
     span = started.span
     try:
         # The caller leaving a send_many_iter's loop early stops the campaign: no error of it.
-        if isinstance(error, GeneratorExit):
-            stop_reason = LEFT_THE_LOOP
-        elif error is not None:
+        # (A campaign that had stopped on its own before keeps its reason, below.)
+        left = isinstance(error, GeneratorExit)
+        if error is not None and not left:
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__name__))
             span.set_attribute("error.type", type(error).__qualname__)
@@ -218,7 +221,11 @@ def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
                 span.add_event("bizmsg.campaign.warning",
                                {"bizmsg.warning.kind": warning.kind,
                                 "bizmsg.warning.message": warning.message})
-            stop_reason = stop_reason or result.stop_reason
+            own = result.stop_reason
+            stop_reason = stop_reason or (LEFT_THE_LOOP if left and own in (None, INTERRUPTED)
+                                          else own)
+        elif left:
+            stop_reason = stop_reason or LEFT_THE_LOOP
         if stop_reason is not None:
             span.add_event("bizmsg.campaign.stop", {"bizmsg.campaign.stop_reason": stop_reason})
             span.set_attribute("bizmsg.campaign.stop_reason", stop_reason)
@@ -236,14 +243,18 @@ def _finish(telemetry: Telemetry, started: _Started, result: Any = None,
             span.end()
 
 
-def _finish_keeping(telemetry: Telemetry, started: _Started, result: Any) -> None:
-    """``_finish`` after a campaign that returned ``result``: a ``KeyboardInterrupt`` while
-    its span ends (a Ctrl-C landing in a slow exporter) carries the result on
-    ``bulk_result``, as any interrupted campaign's exception does."""
+def _finish_keeping(telemetry: Telemetry, started: _Started, result: Any = None,
+                    error: BaseException | None = None) -> None:
+    """``_finish`` after a campaign that returned ``result`` or raised ``error``: a
+    ``KeyboardInterrupt`` while its span ends (a second Ctrl-C landing in a slow exporter)
+    carries the campaign's result on ``bulk_result``, as the campaign's own interruption
+    does."""
     try:
-        _finish(telemetry, started, result)
+        _finish(telemetry, started, result, error)
     except BaseException as interrupted:
-        attach(interrupted, result)
+        kept = result if result is not None else getattr(error, "bulk_result", None)
+        if kept is not None and getattr(interrupted, "bulk_result", None) is None:
+            attach(interrupted, kept)
         raise
 
 
@@ -257,7 +268,7 @@ def sync_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         try:
             result = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, error=error)
+            _finish_keeping(telemetry, started, error=error)
             raise
         _finish_keeping(telemetry, started, result)
         return result
@@ -275,7 +286,7 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
         try:
             result = await wrapped(started.observed, messages, **started.options)
         except BaseException as error:
-            _finish(telemetry, started, error=error)
+            _finish_keeping(telemetry, started, error=error)
             raise
         _finish_keeping(telemetry, started, result)
         return result
@@ -285,28 +296,37 @@ def async_campaign(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
 
 class _Watcher:
     """What a traced ``send_many_iter``'s generator tells (``drivers.Watcher``): its end ends
-    the campaign's span, once. A generator dropped before its first ``next()`` never runs
-    (nor tells anything): its span is ended when it is collected (``dropped``)."""
+    the campaign's span, once. A generator never iterated never runs, so never tells: its span
+    is ended when it is collected (``dropped``, called by a ``weakref.finalize``)."""
 
-    __slots__ = ("telemetry", "started", "began_at_all", "done", "__weakref__")
+    __slots__ = ("telemetry", "started", "began_at_all", "done", "finalizer")
 
     def __init__(self, telemetry: Telemetry, started: _Started) -> None:
         self.telemetry = telemetry
         self.started = started
         self.began_at_all = False
         self.done = False
+        self.finalizer: weakref.finalize[Any, Any] | None = None
 
     def began(self) -> None:
         self.began_at_all = True
 
     def ended(self, result: Any, error: BaseException | None) -> None:
-        if not self.done:
-            self.done = True
-            _finish(self.telemetry, self.started, result, error)
+        if self.done:
+            return
+        self.done = True
+        if self.finalizer is not None:
+            # Nothing of the campaign (its span, handle, options) is kept for the generator
+            # object's lifetime once its span has ended.
+            self.finalizer.detach()
+        _finish(self.telemetry, self.started, result, error)
 
     def dropped(self) -> None:
-        # A generator that began is ended by its own close (which CPython runs after this
-        # callback when the generator is collected).
+        # A generator that began ends its span itself when it is closed: a sync one is closed
+        # right after this callback when it is collected; an async one's ``aclose()`` is left to
+        # its event loop (asyncio schedules it; a loop closed without ``shutdown_asyncgens()``
+        # never runs it, and the span is then never ended, as for any async generator's own
+        # clean-up).
         if not self.began_at_all and not self.done:
             self.done = True
             _finish(self.telemetry, self.started, stop_reason=NEVER_ITERATED)
@@ -314,7 +334,8 @@ class _Watcher:
 
 def campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
                   ) -> Callable[..., Any]:
-    """``send_many_iter``, sync or async: returns the campaign's own generator."""
+    """``send_many_iter``, sync or async: returns the campaign's own generator, told of its
+    watcher through ``drivers.WATCHER`` (so that whatever else wraps the method still runs)."""
     @functools.wraps(wrapped)
     def traced(self: Any, messages: Any, **options: Any) -> Any:
         started = _start(telemetry, self, name, options)
@@ -322,18 +343,18 @@ def campaign_iter(telemetry: Telemetry, wrapped: Callable[..., Any], name: str
             return wrapped(self, messages, **options)
         watcher = _Watcher(telemetry, started)
         # The span is current while the campaign starts (its requests take the context then);
-        # the caller's own context comes back for the loop over the outcomes. The traced path
-        # calls the method ``send_many_iter`` itself calls, with the watcher (``wrapped``
-        # cannot take one: its keywords are the campaign's options).
+        # the caller's own context comes back for the loop over the outcomes.
+        watching = drivers.WATCHER.set(watcher)
         try:
-            outcomes = started.observed._send_many_iter(messages, started.options, watcher)
+            outcomes = wrapped(started.observed, messages, **started.options)
         except BaseException as error:
             watcher.ended(None, error)
             raise
         finally:
+            drivers.WATCHER.reset(watching)
             started.leave()
-        finalizer = weakref.finalize(outcomes, watcher.dropped)
-        finalizer.atexit = False
+        watcher.finalizer = weakref.finalize(outcomes, watcher.dropped)
+        watcher.finalizer.atexit = False
         return outcomes
 
     return traced
