@@ -360,6 +360,10 @@ def shared_state_outages() -> tuple[int, int]:
     """Times a shared limits' store became unreachable in this process, and how many are
     unreachable now."""
 
+def campaign_messages_in_flight() -> int:
+    """Campaign messages this process has dispatched and not finished (waiting for their
+    pacing slot, or on the wire)."""
+
 def is_success_code(code: object, success_codes: list[str]) -> bool:
     """Whether ``code`` is one of ``success_codes``, compared as text."""
 

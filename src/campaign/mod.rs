@@ -29,6 +29,7 @@ mod claim_size;
 mod claims;
 mod engine;
 mod handle;
+mod in_flight;
 mod journal;
 mod keys;
 mod message;
@@ -45,6 +46,7 @@ mod waiting;
 pub use crate::api::Directory;
 pub use crate::platform::{tier_limit, verdict, Sender, Verdict};
 pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
+pub use in_flight::messages_in_flight;
 pub use journal::{
     Claim, Claimed, Identity, JournalStore, JournalTarget, PostgresJournal, Row, SqliteJournal,
     State,

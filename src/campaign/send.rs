@@ -70,6 +70,7 @@ pub(super) struct Context {
 /// Sends one message: its sender's pace, then the batch's, then the attempt loop; a failed
 /// commit the platform calls temporary is sent again (with a new key, see `retry_key`).
 pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finished<P> {
+    let _sending = super::in_flight::Sending::start();
     let Ready {
         index,
         payload,
@@ -294,7 +295,7 @@ impl KeyInUse<'_> {
         if let Some(journal) = self.journal {
             journal
                 .write_durably(vec![Row {
-                    claimed: true,
+                    held: true,
                     ..Row::new(self.identity, State::Dispatched, Some(next.to_owned()))
                 }])
                 .await?;

@@ -73,6 +73,13 @@ fn shared_state_outages() -> (u64, u64) {
     )
 }
 
+/// Campaign messages this process has dispatched and not finished (waiting for their pacing
+/// slot, or on the wire): the instrumentation's `bizmsg.messages.in_flight`.
+#[pyfunction]
+fn campaign_messages_in_flight() -> u64 {
+    crate::campaign::messages_in_flight()
+}
+
 /// `SendResult.ok` for a result built in Python: the same rule as for a received one.
 #[pyfunction]
 fn is_success_code(code: &Bound<'_, PyAny>, success_codes: Vec<String>) -> bool {
@@ -195,6 +202,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(seconds_waited_to_send, module)?)?;
     module.add_function(wrap_pyfunction!(seconds_waited_to_send_by_sender, module)?)?;
     module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
+    module.add_function(wrap_pyfunction!(campaign_messages_in_flight, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

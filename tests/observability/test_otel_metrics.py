@@ -65,6 +65,27 @@ def test_calls_in_flight_after_instrumenting_again_on_the_same_meter(sender: Num
             instrumentor.uninstrument()
 
 
+def test_a_campaigns_messages_in_flight_are_counted_in_rust(otel: Otel, sender: Number) -> None:
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009{i:05d}", from_=sender.digits, template=template)
+                for i in range(8)]
+
+    def in_flight_messages() -> float:
+        [point] = otel.metrics()["bizmsg.messages.in_flight"]
+        return float(point.value)
+
+    with Sandbox(delay=0.5) as slow, slow.client() as client:
+        campaign = threading.Thread(
+            target=lambda: client.messages.send_many(messages, concurrency=4))
+        campaign.start()
+        deadline = time.monotonic() + 5
+        while len(slow.requests()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert in_flight_messages() == 4
+        campaign.join()
+    assert in_flight_messages() == 0
+
+
 def test_uninstrument_stops_the_calls_in_flight(sender: Number, sandbox: Sandbox) -> None:
     telemetry = Otel()
     instrumentor = BizmsgInstrumentor()

@@ -33,6 +33,13 @@ def _pacing_wait(options: metrics.CallbackOptions) -> Iterable[metrics.Observati
             for sender, seconds in _native.seconds_waited_to_send_by_sender()]
 
 
+def _messages_in_flight(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    # Counted in Rust, where a campaign's send starts and ends: no work per message here.
+    if not observing:
+        return []
+    return [metrics.Observation(_native.campaign_messages_in_flight())]
+
+
 def _outages(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
     # Counted in Rust where the shared limits' store is found unreachable (once an outage).
     if not observing:
@@ -111,6 +118,10 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
     meter.create_observable_up_down_counter(
         "bizmsg.calls.in_flight", callbacks=[_in_flight], unit="{call}",
         description="Calls (sends, list()) and campaigns in progress.")
+    meter.create_observable_up_down_counter(
+        "bizmsg.messages.in_flight", callbacks=[_messages_in_flight], unit="{message}",
+        description="Campaign messages dispatched and not finished: waiting for their pacing "
+                    "slot, or on the wire.")
     return Telemetry(
         tracer=tracer,
         request_duration=meter.create_histogram(

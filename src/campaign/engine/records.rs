@@ -86,13 +86,13 @@ impl<P: Send + 'static> Engine<P> {
         journaling: Journaling,
     ) -> Result<()> {
         let doubt_before = self.claims.forget_doubt(outcome.index);
-        let (identity, claimed) = match journaling {
+        let (identity, held) = match journaling {
             Journaling::Write(identity) => (identity, true),
             Journaling::WriteIfHeld(identity) => (identity, false),
             Journaling::Skip => return Ok(()),
         };
         match &self.journal {
-            Some(journal) => journal.write(vec![row_of(outcome, identity, !doubt_before, claimed)]),
+            Some(journal) => journal.write(vec![row_of(outcome, identity, !doubt_before, held)]),
             None => Ok(()),
         }
     }

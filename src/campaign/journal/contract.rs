@@ -510,7 +510,7 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
         // The run taken over writes a result of a message it no longer holds: an error it
         // acts on, never silence; and it may send nothing more.
         let mut sent = super::Row::new(identity(0), State::Sent, Some("a0".into()));
-        sent.claimed = true;
+        sent.held = true;
         let written = first.write_durably(vec![sent]).await;
         assert!(
             written.is_err(),
@@ -531,7 +531,7 @@ async fn a_run_taken_over_learns_it_and_its_writes_are_never_silently_lost() {
         // It still writes the result of a message it holds (it went out: nobody may send it
         // again), and claims nothing more.
         let mut result = super::Row::new(identity(2), State::Sent, Some("a2".into()));
-        result.claimed = true;
+        result.held = true;
         first.write(vec![result]).unwrap();
         assert!(
             first.flush().await.is_err(),
@@ -593,7 +593,7 @@ async fn a_run_that_ended_is_recorded_ended_and_holds_nothing_before_end_returns
         let first = store.open("ending", LEASE).await;
         claim_all(&*first, 0..2, "a").await;
         let mut sent = super::Row::new(identity(0), State::Sent, Some("a0".into()));
-        sent.claimed = true;
+        sent.held = true;
         first.write(vec![sent]).unwrap();
         first.flush().await.unwrap();
         first.end().await;

@@ -170,8 +170,9 @@ pub struct Row {
     /// Written by this run: it claimed the message and holds it as far as it knows, so a write
     /// that finds another run holding it means this run was taken over (an error it acts on,
     /// never silence). False for a message whose claim may never have been made (one skipped
-    /// at a stop while its claim was under way).
-    pub claimed: bool,
+    /// at a stop while its claim was under way). (Not the state `claimed`: a row held may be in
+    /// any state this run wrote.)
+    pub held: bool,
 }
 
 impl Row {
@@ -187,7 +188,7 @@ impl Row {
             clears_doubt: false,
             held_elsewhere: false,
             holder_settling: false,
-            claimed: false,
+            held: false,
         }
     }
 }
@@ -288,7 +289,7 @@ pub(super) fn row_of<P>(
     outcome: &Outcome<P>,
     identity: Identity,
     clears_doubt: bool,
-    claimed: bool,
+    held: bool,
 ) -> Row {
     let state = match outcome.status {
         Status::Sent => State::Sent,
@@ -304,7 +305,7 @@ pub(super) fn row_of<P>(
         clears_doubt,
         held_elsewhere: false,
         holder_settling: false,
-        claimed,
+        held,
         key: outcome.idempotency_key.clone(),
         state,
         sms_id: result.and_then(|r| text(&r.sms_id)),

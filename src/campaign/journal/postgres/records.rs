@@ -63,7 +63,7 @@ fn row_from(found: &tokio_postgres::Row) -> Row {
         clears_doubt: false,
         held_elsewhere: found.get::<_, Option<bool>>(7).unwrap_or(false),
         holder_settling: found.get::<_, Option<bool>>(8).unwrap_or(false),
-        claimed: false,
+        held: false,
     }
 }
 
@@ -491,7 +491,7 @@ pub(super) async fn write(
         .collect();
     let lost = rows
         .iter()
-        .filter(|row| row.claimed)
+        .filter(|row| row.held)
         .map(|row| row.identity)
         .chain(dispatches.iter().copied())
         .filter(|identity| held_by_another(*identity))

@@ -36,7 +36,7 @@ fn recorded(
                         held_elsewhere: false,
                         // A run lock is released only when its process ends: never settling.
                         holder_settling: false,
-                        claimed: false,
+                        held: false,
                     },
                     row.get(5)?,
                 ))
@@ -237,7 +237,7 @@ pub(super) fn write(
         ])?;
         // Unchanged is usual (a result already there, a doubt kept); held by another run is
         // not, for a message this run claimed.
-        if changed == 0 && row.claimed {
+        if changed == 0 && row.held {
             if let Some((_, holder)) = recorded(transaction, row.identity)? {
                 if holder.as_deref() != Some(me) {
                     lost += 1;
