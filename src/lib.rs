@@ -10,6 +10,7 @@
 pub mod api;
 pub mod campaign;
 pub mod client;
+pub mod counting;
 pub mod error;
 pub mod fuzzing;
 pub mod limits;

@@ -350,7 +350,8 @@ def mask_phone(value: str) -> str:
     """A phone number as logs and spans show it: ``8613800000000`` -> ``8613****0000``."""
 
 def seconds_waited_to_send() -> float:
-    """Seconds this process's sends have waited for their pacing slots and pauses, in total."""
+    """Seconds this process's sends have waited for their pacing slots and pauses, in total,
+    while counting (``count_for_metrics``)."""
 
 def seconds_waited_to_send_by_sender() -> list[tuple[str, float]]:
     """The same, per sender: each masked as the logs mask numbers, those past the first 1,000
@@ -359,6 +360,10 @@ def seconds_waited_to_send_by_sender() -> list[tuple[str, float]]:
 def shared_state_outages() -> tuple[int, int]:
     """Times a shared limits' store became unreachable in this process, and how many are
     unreachable now."""
+
+def count_for_metrics(on: bool) -> None:
+    """Starts or stops counting the seconds sends waited and the campaign messages in flight
+    (on while ``BizmsgInstrumentor`` instruments: counts no one reads cost nothing)."""
 
 def campaign_messages_in_flight() -> int:
     """Campaign messages this process has dispatched and not finished (waiting for their

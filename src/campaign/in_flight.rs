@@ -1,25 +1,33 @@
 //! How many campaign messages this process has dispatched and not finished (waiting for their
 //! pacing slot, or their request on the wire): one counter the instrumentation reads when its
-//! metrics are collected (`bizmsg.messages.in_flight`). A send holds a [`Sending`] for its
-//! whole life, so one cancelled or abandoned mid-way is counted out all the same.
+//! metrics are collected (`bizmsg.messages.in_flight`), while it counts (`crate::counting`). A
+//! send holds a [`Sending`] for its whole life, so one cancelled or abandoned mid-way is counted
+//! out all the same.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
-/// One message being sent, counted while it lives.
-pub(super) struct Sending(());
+/// One message being sent, counted while it lives (if it was counted when it started).
+pub(super) struct Sending {
+    counted: bool,
+}
 
 impl Sending {
     pub(super) fn start() -> Self {
-        IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
-        Sending(())
+        let counted = crate::counting::on();
+        if counted {
+            IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
+        }
+        Sending { counted }
     }
 }
 
 impl Drop for Sending {
     fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -34,6 +42,7 @@ mod tests {
 
     #[test]
     fn a_message_is_counted_while_its_send_lives() {
+        crate::counting::set(true);
         // Other tests' campaigns may run at the same time: compare with what this one adds.
         let sending = Sending::start();
         assert!(messages_in_flight() >= 1);

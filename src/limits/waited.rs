@@ -1,8 +1,10 @@
 //! How long this process's sends have waited to be admitted (their pacing slots and the pauses
-//! that held them), in total since the process started and per sender: totals the
+//! that held them), in total and per sender, while it counts (`crate::counting`): totals the
 //! instrumentation reads when its metrics are collected (`bizmsg.pacing.wait`, with the sender
 //! as its attribute), so nothing is done in Python per message. Here, per message: two clock
-//! reads, an atomic add, and an add into the sender's total under a lock held for a map lookup.
+//! reads and an atomic add; and, for a message that really waited (longer than
+//! [`NOT_A_WAIT`]), an add into its sender's total under a lock held for a map lookup: an
+//! unpaced campaign's admissions, answered at once, take no lock here.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +22,15 @@ static BY_SENDER: LazyLock<Mutex<HashMap<String, u64>>> =
 pub const MAX_SENDERS: usize = 1000;
 /// Where the senders past [`MAX_SENDERS`] are counted.
 pub const OTHER_SENDERS: &str = "_OTHER";
+/// An admission answered within this is no wait: counted in the total, not by sender. A pacing
+/// slot at 5,000 a second is 200 µs apart.
+pub const NOT_A_WAIT: Duration = Duration::from_micros(10);
 
 /// A wait to be admitted: counted from its start to its drop, so a wait cut short (a stop, a
 /// timeout, a dropped call) counts what it waited.
 pub struct Waiting<'a> {
-    started: Instant,
+    /// When it started, if the process counts (`crate::counting`).
+    started: Option<Instant>,
     sender: &'a str,
 }
 
@@ -32,7 +38,7 @@ impl<'a> Waiting<'a> {
     /// A wait of a message from `sender`.
     pub fn start(sender: &'a str) -> Self {
         Self {
-            started: Instant::now(),
+            started: crate::counting::on().then(Instant::now),
             sender,
         }
     }
@@ -40,8 +46,15 @@ impl<'a> Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let nanos = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let Some(started) = self.started else {
+            return;
+        };
+        let waited = started.elapsed();
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         WAITED_NANOS.fetch_add(nanos, Ordering::Relaxed);
+        if waited <= NOT_A_WAIT {
+            return;
+        }
         let mut by_sender = crate::sync::lock(&BY_SENDER);
         if let Some(total) = by_sender.get_mut(self.sender) {
             *total = total.saturating_add(nanos);
@@ -85,6 +98,7 @@ mod tests {
 
     #[test]
     fn a_wait_counts_from_its_start_to_its_drop_in_all_and_for_its_sender() {
+        crate::counting::set(true);
         let sender = "14155559871";
         let seconds_of = |sender: &str| {
             let masked = crate::masking::mask_phone(sender);
@@ -103,5 +117,14 @@ mod tests {
         assert!(seconds_of(sender) - before_sender >= 0.02);
         // Never the whole number.
         assert!(seconds_by_sender().iter().all(|(name, _)| name != sender));
+    }
+
+    #[test]
+    fn an_admission_answered_at_once_is_no_wait_of_its_sender() {
+        crate::counting::set(true);
+        let sender = "14155559872";
+        drop(Waiting::start(sender));
+        let masked = crate::masking::mask_phone(sender);
+        assert!(seconds_by_sender().iter().all(|(name, _)| *name != masked));
     }
 }

@@ -73,6 +73,13 @@ fn shared_state_outages() -> (u64, u64) {
     )
 }
 
+/// Starts or stops counting what the instrumentation's metrics read (`crate::counting`): on
+/// while instrumented, so that counts no one reads cost the sends nothing.
+#[pyfunction]
+fn count_for_metrics(on: bool) {
+    crate::counting::set(on);
+}
+
 /// Campaign messages this process has dispatched and not finished (waiting for their pacing
 /// slot, or on the wire): the instrumentation's `bizmsg.messages.in_flight`.
 #[pyfunction]
@@ -203,6 +210,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(seconds_waited_to_send_by_sender, module)?)?;
     module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
     module.add_function(wrap_pyfunction!(campaign_messages_in_flight, module)?)?;
+    module.add_function(wrap_pyfunction!(count_for_metrics, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from .. import _native
 from .._resources import listings, messages
 from . import _calls, _campaigns, _logs, _telemetry
 
@@ -101,10 +102,12 @@ class BizmsgInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         BizmsgInstrumentor._originals = originals
         _logs.install(kwargs.get("tracer_provider"))
         _telemetry.observing = True
+        _native.count_for_metrics(True)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _logs.uninstall()
         _telemetry.observing = False
+        _native.count_for_metrics(False)
         for cls, method, plain in reversed(BizmsgInstrumentor._originals):
             if plain is None:
                 delattr(cls, method)

@@ -141,7 +141,7 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
         pacing_wait=meter.create_observable_counter(
             "bizmsg.pacing.wait", callbacks=[_pacing_wait], unit="s",
             description="Seconds this process's sends waited for their pacing slots and "
-                        "pauses, since the process started."),
+                        "pauses, while instrumented."),
         outages=meter.create_observable_counter(
             "bizmsg.shared_state.outages", callbacks=[_outages], unit="{outage}",
             description="Times the shared limits' store (Redis) became unreachable, since "
