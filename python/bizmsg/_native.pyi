@@ -361,6 +361,14 @@ def shared_state_outages() -> tuple[int, int]:
     """Times a shared limits' store became unreachable in this process, and how many are
     unreachable now."""
 
+def retries_counted() -> list[tuple[str, str, int]]:
+    """HTTP attempts retried while counting: ``(error.type of the attempt retried, URL
+    template, count)``."""
+
+def throttled_counted() -> list[tuple[int, str, int]]:
+    """Throttling answers (429, 503) received while counting: ``(status, URL template,
+    count)``."""
+
 def count_for_metrics(on: bool) -> None:
     """Starts or stops counting the seconds sends waited and the campaign messages in flight
     (on while ``BizmsgInstrumentor`` instruments: counts no one reads cost nothing)."""

@@ -87,6 +87,8 @@ impl Client {
         // Whether an earlier attempt of this send may have reached the service: a send stopped
         // by its fence after one did is in doubt, not unsent.
         let mut reached_before = false;
+        // The `error.type` of the last attempt, when the next is its retry (`attempt_counts`).
+        let mut last_error_type: Option<String> = None;
         loop {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
@@ -131,6 +133,18 @@ impl Client {
 
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
+            }
+            if crate::counting::on() {
+                let status = match &outcome {
+                    Ok((status, _, _)) => Some(*status),
+                    Err(error) => answer_of(error).0,
+                };
+                super::attempt_counts::attempt_ended(
+                    operation.url.path(),
+                    status,
+                    last_error_type.as_deref(),
+                );
+                last_error_type = outcome.as_ref().err().map(error_type);
             }
             if let Some(attempt_log) = attempt_log {
                 attempt_log.push(AttemptRecord {

@@ -1,6 +1,7 @@
 //! The HTTP client: configuration, the connection pool, tokens, retries and the attempt loop.
 //! The operations themselves (what each endpoint sends and decodes) live in `crate::api`.
 
+mod attempt_counts;
 mod attempt_log;
 mod body;
 mod config;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Uri;
 
+pub use attempt_counts::{retries as retries_counted, throttled as throttled_counted};
 pub use attempt_log::{AttemptLog, AttemptRecord, PauseRecord, MAX_PAUSES};
 pub use config::{ClientConfig, Timeout, Verify, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_USER_AGENT};
 pub use log_ids::LogIds;

@@ -73,6 +73,20 @@ fn shared_state_outages() -> (u64, u64) {
     )
 }
 
+/// HTTP attempts retried so far, by the `error.type` of the attempt retried and the URL
+/// template: the instrumentation's `bizmsg.retries`.
+#[pyfunction]
+fn retries_counted() -> Vec<(String, String, u64)> {
+    crate::client::retries_counted()
+}
+
+/// Throttling answers (429, 503) received so far, by status and URL template: the
+/// instrumentation's `bizmsg.throttled`.
+#[pyfunction]
+fn throttled_counted() -> Vec<(u16, String, u64)> {
+    crate::client::throttled_counted()
+}
+
 /// Starts or stops counting what the instrumentation's metrics read (`crate::counting`): on
 /// while instrumented, so that counts no one reads cost the sends nothing.
 #[pyfunction]
@@ -211,6 +225,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(shared_state_outages, module)?)?;
     module.add_function(wrap_pyfunction!(campaign_messages_in_flight, module)?)?;
     module.add_function(wrap_pyfunction!(count_for_metrics, module)?)?;
+    module.add_function(wrap_pyfunction!(retries_counted, module)?)?;
+    module.add_function(wrap_pyfunction!(throttled_counted, module)?)?;
     module.add_class::<sandbox::SandboxServer>()?;
     module.add_class::<pages::NativePageStream>()?;
     module.add_function(wrap_pyfunction!(models::model_from_json, module)?)?;

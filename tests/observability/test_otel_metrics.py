@@ -86,6 +86,26 @@ def test_a_campaigns_messages_in_flight_are_counted_in_rust(otel: Otel, sender: 
     assert in_flight_messages() == 0
 
 
+def test_a_campaigns_retries_and_throttling_are_counted_without_message_spans(
+        otel: Otel, sandbox: Sandbox, sender: Number) -> None:
+    """Counted in Rust where each attempt ends: a campaign whose messages get no span of their
+    own counts them too (it did not: only traced messages were counted, in Python)."""
+    def total(points: list[tuple[object, object, int]]) -> int:
+        return sum(count for _, _, count in points)
+
+    retried, throttled = total(_native.retries_counted()), total(_native.throttled_counted())
+    template = bizmsg.Template(name="n", parameters=["p"], language="en")
+    messages = [bizmsg.Message(to=f"4477009{i:05d}", from_=sender.digits, template=template)
+                for i in range(3)]
+    sandbox.inject("send", status=429, headers={"Retry-After": "0"})
+    with sandbox.client() as client:
+        result = client.messages.send_many(messages)
+    assert result.counts["sent"] == 3
+    metrics = otel.metrics()
+    assert sum(p.value for p in metrics["bizmsg.retries"]) - retried == 1
+    assert sum(p.value for p in metrics["bizmsg.throttled"]) - throttled == 1
+
+
 def test_uninstrument_stops_the_calls_in_flight(sender: Number, sandbox: Sandbox) -> None:
     telemetry = Otel()
     instrumentor = BizmsgInstrumentor()

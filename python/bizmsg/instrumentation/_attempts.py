@@ -1,6 +1,7 @@
 """The HTTP attempts of a call, recorded in Rust (``_native.AttemptLog``), as one CLIENT span
-each under the call's span, and as ``http.client.request.duration`` and the retry and throttling
-counters. Built after the call from the times Rust took where each attempt began and ended."""
+each under the call's span, and as ``http.client.request.duration`` (retries and throttling
+answers are counted in Rust: ``_telemetry.py``). Built after the call from the times Rust took
+where each attempt began and ended."""
 
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def _spans(telemetry: Telemetry, parent: trace.Span, server: Server,
 
 
 def _measure(telemetry: Telemetry, server: Server, attempts: Sequence[Attempt]) -> None:
-    previous_error: str | None = None
-    for method, path, start_ns, end_ns, status, error_type, resend_count in attempts:
+    # Retries and throttling answers are counted in Rust (``bizmsg.retries``,
+    # ``bizmsg.throttled``): only the durations are measured here.
+    for method, path, start_ns, end_ns, status, error_type, _ in attempts:
         metric: dict[str, str | int] = {
             "http.request.method": method, "server.address": server.address,
             "server.port": server.port, "url.template": path,
@@ -79,8 +81,3 @@ def _measure(telemetry: Telemetry, server: Server, attempts: Sequence[Attempt]) 
         if error_type is not None:
             metric["error.type"] = error_type
         telemetry.request_duration.record(max(end_ns - start_ns, 0) / 1e9, metric)
-        if status in (429, 503):
-            telemetry.throttled.add(1, {"http.response.status_code": status, "url.template": path})
-        if resend_count and previous_error is not None:
-            telemetry.retries.add(1, {"error.type": previous_error, "url.template": path})
-        previous_error = error_type

@@ -40,6 +40,22 @@ def _messages_in_flight(options: metrics.CallbackOptions) -> Iterable[metrics.Ob
     return [metrics.Observation(_native.campaign_messages_in_flight())]
 
 
+def _retries(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    # Counted in Rust where each attempt ends, calls and campaigns' messages alike.
+    if not observing:
+        return []
+    return [metrics.Observation(count, {"error.type": error_type, "url.template": path})
+            for error_type, path, count in _native.retries_counted()]
+
+
+def _throttled(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    if not observing:
+        return []
+    return [metrics.Observation(count, {"http.response.status_code": status,
+                                        "url.template": path})
+            for status, path, count in _native.throttled_counted()]
+
+
 def _outages(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
     # Counted in Rust where the shared limits' store is found unreachable (once an outage).
     if not observing:
@@ -101,8 +117,8 @@ class Telemetry:
     tracer: trace.Tracer
     request_duration: metrics.Histogram
     messages: metrics.Counter
-    retries: metrics.Counter
-    throttled: metrics.Counter
+    retries: metrics.ObservableCounter
+    throttled: metrics.ObservableCounter
     in_flight: InFlight
     pacing_wait: metrics.ObservableCounter
     outages: metrics.ObservableCounter
@@ -131,11 +147,11 @@ def make(tracer_provider: Any, meter_provider: Any, version: str,
         messages=meter.create_counter(
             "bizmsg.messages", unit="{message}",
             description="Messages by outcome: sent, rejected, unknown, failed, skipped."),
-        retries=meter.create_counter(
-            "bizmsg.retries", unit="{retry}",
+        retries=meter.create_observable_counter(
+            "bizmsg.retries", callbacks=[_retries], unit="{retry}",
             description="Requests sent again, by the error.type of the attempt that failed."),
-        throttled=meter.create_counter(
-            "bizmsg.throttled", unit="{answer}",
+        throttled=meter.create_observable_counter(
+            "bizmsg.throttled", callbacks=[_throttled], unit="{answer}",
             description="Throttling answers of the service (429, 503), by status."),
         in_flight=IN_FLIGHT,
         pacing_wait=meter.create_observable_counter(
