@@ -144,8 +144,10 @@ impl Client {
                     status,
                     last_error_type.as_deref(),
                 );
-                last_error_type = outcome.as_ref().err().map(error_type);
             }
+            // Kept counting or not: a retry made once counting started is filed under the
+            // error it followed (only a failed attempt pays for the text).
+            last_error_type = outcome.as_ref().err().map(error_type);
             if let Some(attempt_log) = attempt_log {
                 attempt_log.push(AttemptRecord {
                     method: operation.method.as_str().to_owned(),

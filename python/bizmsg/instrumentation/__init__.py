@@ -101,6 +101,7 @@ class BizmsgInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             setattr(cls, method, wrap(telemetry, getattr(cls, method), name))
         BizmsgInstrumentor._originals = originals
         _logs.install(kwargs.get("tracer_provider"))
+        _telemetry.mark_start()
         _telemetry.observing = True
         _native.count_for_metrics(True)
 

@@ -23,13 +23,28 @@ SCOPE = "bizmsg.instrumentation"
 #: from its meter, so after ``uninstrument()`` its callback reports nothing.
 observing = False
 
+#: What Rust had counted when ``instrument()`` was last called: the totals it keeps live as
+#: long as the process, and each ``instrument()`` reports what they grew by since (a new
+#: provider, or delta temporality, must not be handed an earlier session's retries).
+_since: dict[str, dict[Any, float]] = {"retries": {}, "throttled": {}, "waited": {}}
+
+
+def mark_start() -> None:
+    """Takes the totals Rust counted so far as this instrumentation's zero."""
+    _since["retries"] = {(error_type, path): count
+                         for error_type, path, count in _native.retries_counted()}
+    _since["throttled"] = {(status, path): count
+                           for status, path, count in _native.throttled_counted()}
+    _since["waited"] = dict(_native.seconds_waited_to_send_by_sender())
+
 
 def _pacing_wait(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
     # Totals kept in Rust per sender (masked there), read at each collection: no work per
     # message in Python.
     if not observing:
         return []
-    return [metrics.Observation(seconds, {"bizmsg.sender": sender})
+    since = _since["waited"]
+    return [metrics.Observation(seconds - since.get(sender, 0.0), {"bizmsg.sender": sender})
             for sender, seconds in _native.seconds_waited_to_send_by_sender()]
 
 
@@ -44,15 +59,18 @@ def _retries(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
     # Counted in Rust where each attempt ends, calls and campaigns' messages alike.
     if not observing:
         return []
-    return [metrics.Observation(count, {"error.type": error_type, "url.template": path})
+    since = _since["retries"]
+    return [metrics.Observation(count - since.get((error_type, path), 0),
+                                {"error.type": error_type, "url.template": path})
             for error_type, path, count in _native.retries_counted()]
 
 
 def _throttled(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
     if not observing:
         return []
-    return [metrics.Observation(count, {"http.response.status_code": status,
-                                        "url.template": path})
+    since = _since["throttled"]
+    return [metrics.Observation(count - since.get((status, path), 0),
+                                {"http.response.status_code": status, "url.template": path})
             for status, path, count in _native.throttled_counted()]
 
 
