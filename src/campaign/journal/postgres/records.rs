@@ -123,19 +123,16 @@ pub(super) async fn lock_claimable(
     // for long: the claim is then split around it (`Writer::claim_around_busy_rows`). Set with
     // the next statement, in one go (it only matters to the claim's own, which follows).
     let lock_timeout = format!("SET LOCAL lock_timeout = '{}ms'", lock_wait.as_millis());
+    let asked = Asked {
+        campaign,
+        fingerprints: &all_fingerprints,
+        occurrences: &all_occurrences,
+        run,
+        take_over: &all_take_over,
+    };
     let ((), claimable) = futures::future::try_join(
         transaction.batch_execute(&lock_timeout),
-        transaction.query(
-            &statements.lock_claimable,
-            &[
-                &campaign,
-                &all_fingerprints,
-                &all_occurrences,
-                &run,
-                &all_take_over,
-                &dead,
-            ],
-        ),
+        asked.lock(transaction, statements, &dead),
     )
     .await?;
     // Rows `claimed` by runs not judged yet (a run that died, or one alive and sending them):
@@ -149,19 +146,7 @@ pub(super) async fn lock_claimable(
     } else {
         let mut dead = dead;
         dead.extend(judge(transaction, statements, unjudged.into_iter().collect()).await?);
-        let again = transaction
-            .query(
-                &statements.lock_claimable,
-                &[
-                    &campaign,
-                    &all_fingerprints,
-                    &all_occurrences,
-                    &run,
-                    &all_take_over,
-                    &dead,
-                ],
-            )
-            .await?;
+        let again = asked.lock(transaction, statements, &dead).await?;
         (dead, again)
     };
     // (claimable, locked) of each recorded message; the others are new.
@@ -170,6 +155,40 @@ pub(super) async fn lock_claimable(
         .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
         .collect();
     Ok(Locked { dead, recorded })
+}
+
+/// The messages a claim's first step asks to lock, as `LOCK_CLAIMABLE` takes them.
+struct Asked<'a> {
+    campaign: i64,
+    fingerprints: &'a [Uuid],
+    occurrences: &'a [i32],
+    run: Uuid,
+    take_over: &'a [bool],
+}
+
+impl Asked<'_> {
+    /// Locks the claimable ones, taking over the claims of the runs judged `dead`: asked once,
+    /// and again when the answer named runs not judged yet.
+    async fn lock(
+        &self,
+        transaction: &Transaction<'_>,
+        statements: &Statements,
+        dead: &[Uuid],
+    ) -> std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        transaction
+            .query(
+                &statements.lock_claimable,
+                &[
+                    &self.campaign,
+                    &self.fingerprints,
+                    &self.occurrences,
+                    &self.run,
+                    &self.take_over,
+                    &dead,
+                ],
+            )
+            .await
+    }
 }
 
 /// A claim's second step: claims the new messages and those `lock_claimable` locked; the
