@@ -20,6 +20,36 @@ use crate::campaign::message::FingerprintKind;
 use crate::error::Error;
 use crate::test_servers::PostgresServer;
 
+/// A run of campaign `name` on `server`'s journal.
+async fn open(server: &PostgresServer, name: &str) -> PostgresJournal {
+    PostgresJournal::open(&server.url, name, LEASE)
+        .await
+        .unwrap()
+}
+
+/// Ends the server sessions of the runs recorded `running` (`only_running`) or of every run,
+/// as an operator's `pg_terminate_backend` would; how many it ended.
+async fn terminate_sessions(admin: &Client, only_running: bool) -> i64 {
+    let which = if only_running {
+        "WHERE r.state = 'running'"
+    } else {
+        ""
+    };
+    admin
+        .query_one(
+            &format!(
+                "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l \
+                 JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
+                   AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
+                   AND l.objid = (r.lock_key & 4294967295)::oid {which}"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 #[test]
 fn the_sql_judges_runs_with_the_fences_margins() {
     let grace = format!("interval '{} seconds'", SESSION_GRACE.as_secs());
@@ -57,9 +87,7 @@ async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let journal = PostgresJournal::open(&server.url, "spring", LEASE)
-        .await
-        .unwrap();
+    let journal = open(&server, "spring").await;
     let client = connect(&server.url).await;
     let uuids = "ARRAY[gen_random_uuid(), gen_random_uuid()]";
     let texts = "ARRAY['sent', 'sent']";
@@ -127,9 +155,7 @@ async fn statements_planned_on_an_empty_journal_read_only_the_messages_they_are_
     // session ends; the first run's, which made the schema, are left out).
     drop(journal);
     let (sequential_before, fetched_before) = table_reads_after_sessions_end(&client).await;
-    let journal = PostgresJournal::open(&server.url, "spring", LEASE)
-        .await
-        .unwrap();
+    let journal = open(&server, "spring").await;
     for batch in 0..8u128 {
         let range = batch * 100..(batch + 1) * 100;
         journal
@@ -208,9 +234,7 @@ async fn a_version_1_journal_gets_the_message_first_key_and_keeps_its_records() 
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let journal = PostgresJournal::open(&server.url, "spring", LEASE)
-        .await
-        .unwrap();
+    let journal = open(&server, "spring").await;
     journal.claim(claims(0..3, "k", false)).await.unwrap();
     journal
         .write_durably(vec![result(0, State::Sent)])
@@ -227,15 +251,11 @@ async fn a_version_1_journal_gets_the_message_first_key_and_keeps_its_records() 
         )
         .await
         .unwrap();
-    let reopened = PostgresJournal::open(&server.url, "spring", LEASE)
-        .await
-        .unwrap();
+    let reopened = open(&server, "spring").await;
     // Its campaign knew its messages by xxh3, and still does; a campaign made now is
     // SHA-256.
     assert_eq!(reopened.fingerprints(), FingerprintKind::Xxh3);
-    let summer = PostgresJournal::open(&server.url, "summer", LEASE)
-        .await
-        .unwrap();
+    let summer = open(&server, "summer").await;
     assert_eq!(summer.fingerprints(), FingerprintKind::Sha256);
     drop(summer);
     let key: String = client
@@ -274,17 +294,13 @@ async fn another_campaign_in_the_same_database_knows_none_of_its_records() {
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let spring = PostgresJournal::open(&server.url, "spring", LEASE)
-        .await
-        .unwrap();
+    let spring = open(&server, "spring").await;
     spring.claim(claims(0..2, "k", false)).await.unwrap();
     spring
         .write_durably(vec![result(0, State::Sent)])
         .await
         .unwrap();
-    let other = PostgresJournal::open(&server.url, "summer", LEASE)
-        .await
-        .unwrap();
+    let other = open(&server, "summer").await;
     assert!(other.lookup(vec![identity(0)]).await.unwrap().is_empty());
     assert_eq!(spring.lookup(vec![identity(0)]).await.unwrap().len(), 1);
 }
@@ -332,25 +348,11 @@ async fn a_run_whose_postgres_session_ends_stops_sending_at_once() {
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let run = PostgresJournal::open(&server.url, "terminated", LEASE)
-        .await
-        .unwrap();
+    let run = open(&server, "terminated").await;
     run.claim(claims(0..1, "a", false)).await.unwrap();
     let admin = connect(&server.url).await;
     let ended = Instant::now();
-    let terminated: i64 = admin
-        .query_one(
-            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l \
-             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
-               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
-               AND l.objid = (r.lock_key & 4294967295)::oid \
-             WHERE r.state = 'running'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(terminated, 1);
+    assert_eq!(terminate_sessions(&admin, true).await, 1);
     while !run.fence().is_lost() {
         assert!(
             ended.elapsed() < Duration::from_secs(5),
@@ -374,11 +376,7 @@ async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let first = Arc::new(
-        PostgresJournal::open(&server.url, "snapshot", LEASE)
-            .await
-            .unwrap(),
-    );
+    let first = Arc::new(open(&server, "snapshot").await);
     let admin = connect(&server.url).await;
     // A dead run's claims of messages 1 and 2 (recorded, its lock never held).
     admin
@@ -413,11 +411,7 @@ async fn a_take_over_that_waited_on_a_lock_never_takes_a_message_from_a_live_run
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     // A run that starts while the first waits, and takes message 2 over.
-    let second = Arc::new(
-        PostgresJournal::open(&server.url, "snapshot", LEASE)
-            .await
-            .unwrap(),
-    );
+    let second = Arc::new(open(&server, "snapshot").await);
     let meanwhile = tokio::spawn({
         let second = Arc::clone(&second);
         async move { second.claim(claims(2..3, "x", true)).await.unwrap() }
@@ -446,28 +440,15 @@ async fn a_run_whose_session_ended_is_taken_over_only_after_its_grace() {
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let first = PostgresJournal::open(&server.url, "grace", LEASE)
-        .await
-        .unwrap();
+    let first = open(&server, "grace").await;
     first.claim(claims(0..3, "a", false)).await.unwrap();
     // Messages 0 and 1 dispatched (in doubt once the run is gone); 2 only claimed.
     assert!(first.dispatch(identity(0)).await.unwrap());
     assert!(first.dispatch(identity(1)).await.unwrap());
     let admin = connect(&server.url).await;
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l \
-             JOIN bizmsg.runs r ON l.locktype = 'advisory' AND l.objsubid = 1 \
-               AND l.classid = ((r.lock_key >> 32) & 4294967295)::oid \
-               AND l.objid = (r.lock_key & 4294967295)::oid",
-            &[],
-        )
-        .await
-        .unwrap();
+    terminate_sessions(&admin, false).await;
     let ended = Instant::now();
-    let second = PostgresJournal::open(&server.url, "grace", LEASE)
-        .await
-        .unwrap();
+    let second = open(&server, "grace").await;
     let early = second.claim(claims(0..1, "b", true)).await.unwrap();
     assert!(
         matches!(&early[0], Claimed::Lost(row) if row.held_elsewhere && row.holder_settling),
@@ -520,9 +501,7 @@ async fn a_claim_that_meets_one_busy_message_claims_all_the_others() {
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let run = PostgresJournal::open(&server.url, "busy", LEASE)
-        .await
-        .unwrap();
+    let run = open(&server, "busy").await;
     let mut frozen = connect(&server.url).await;
     let inserting = frozen.transaction().await.unwrap();
     inserting
@@ -562,9 +541,7 @@ async fn a_version_4_journal_keeps_its_doubt_and_a_later_version_is_refused() {
     let Some(server) = PostgresServer::start() else {
         return;
     };
-    let journal = PostgresJournal::open(&server.url, "v4", LEASE)
-        .await
-        .unwrap();
+    let journal = open(&server, "v4").await;
     journal.claim(claims(0..2, "k", false)).await.unwrap();
     for n in 0..2 {
         assert!(journal.dispatch(identity(n)).await.unwrap());
@@ -584,9 +561,7 @@ async fn a_version_4_journal_keeps_its_doubt_and_a_later_version_is_refused() {
         }
     };
     set_version("4").await;
-    let moved = PostgresJournal::open(&server.url, "v4", LEASE)
-        .await
-        .unwrap();
+    let moved = open(&server, "v4").await;
     let rows = moved.lookup(vec![identity(0), identity(1)]).await.unwrap();
     assert!(
         rows.iter()
