@@ -9,11 +9,34 @@ from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bizmsg.instrumentation import BizmsgInstrumentor
+
+
+class Raising(SpanProcessor):
+    """A span processor (or the exporter behind one) that raises ``error`` in ``on_start``, in
+    ``on_end`` or both, for every span or only those whose name starts with ``names``; it
+    counts the spans it saw end."""
+
+    def __init__(self, on_start: bool = False, on_end: bool = False,
+                 error: type[BaseException] = RuntimeError, names: str = "") -> None:
+        self.raise_on_start = on_start
+        self.raise_on_end = on_end
+        self.error = error
+        self.names = names
+        self.ended = 0
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.raise_on_start and span.name.startswith(self.names):
+            raise self.error("processor boom on start")
+
+    def on_end(self, span: Any) -> None:
+        self.ended += 1
+        if self.raise_on_end and span.name.startswith(self.names):
+            raise self.error("processor boom on end")
 
 
 class Otel:

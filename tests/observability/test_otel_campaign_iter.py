@@ -22,7 +22,7 @@ from bizmsg._campaign import drivers  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
-from otel_support import Otel, instrumented  # noqa: E402
+from otel_support import Otel, Raising, instrumented  # noqa: E402
 
 TEMPLATE = bizmsg.Template(name="n", parameters=["p"], language="en")
 
@@ -241,18 +241,13 @@ def test_a_second_ctrl_c_while_a_stopped_campaigns_span_ends_keeps_its_result(
         sandbox: Sandbox, sender: Number, method: str) -> None:
     """Regression (review): a KeyboardInterrupt while a failed campaign's span ended had no
     ``bulk_result``."""
-    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-
-    class Interrupted(SpanProcessor):
-        def on_end(self, span: Any) -> None:
-            if span.name.startswith("send_many"):
-                raise KeyboardInterrupt
+    from opentelemetry.sdk.trace import TracerProvider
 
     def full(batch: list[bizmsg.SendOutcome]) -> None:
         raise LookupError("sink full")
 
     provider = TracerProvider()
-    provider.add_span_processor(Interrupted())
+    provider.add_span_processor(Raising(on_end=True, error=KeyboardInterrupt, names="send_many"))
     instrumentor = BizmsgInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:

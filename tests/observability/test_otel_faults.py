@@ -15,34 +15,17 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
 import bizmsg  # noqa: E402
 from bizmsg.instrumentation import BizmsgInstrumentor  # noqa: E402
 from bizmsg.testing import Sandbox  # noqa: E402
 from conftest import Number  # noqa: E402
+from otel_support import Raising  # noqa: E402
 
 RECIPIENT = "447700900123"
 TEMPLATE = bizmsg.Template(name="n", parameters=["p"], language="en")
-
-
-class Raising(SpanProcessor):
-    """Raises in ``on_start``, ``on_end`` or both, and counts the spans it saw end."""
-
-    def __init__(self, on_start: bool = False, on_end: bool = False) -> None:
-        self.raise_on_start = on_start
-        self.raise_on_end = on_end
-        self.ended = 0
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        if self.raise_on_start:
-            raise RuntimeError("processor boom on start")
-
-    def on_end(self, span: Any) -> None:
-        self.ended += 1
-        if self.raise_on_end:
-            raise RuntimeError("processor boom on end")
 
 
 @pytest.fixture(params=["on_start", "on_end", "both"])
@@ -252,19 +235,12 @@ def test_a_failing_meter_never_makes_a_failed_campaign_look_successful(
     assert warned(caplog, "meter boom")
 
 
-class SlowExporterInterrupted(SpanProcessor):
-    """A Ctrl-C landing while the campaign's span ends (in a slow exporter)."""
-
-    def on_end(self, span: Any) -> None:
-        if span.name.startswith("send_many"):
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("method", ["send_many", "send_many_iter"])
 def test_a_ctrl_c_while_a_finished_campaigns_span_ends_keeps_its_result(
         sandbox: Sandbox, sender: Number, method: str) -> None:
     provider = TracerProvider()
-    provider.add_span_processor(SlowExporterInterrupted())
+    # A Ctrl-C landing while the campaign's span ends (in a slow exporter).
+    provider.add_span_processor(Raising(on_end=True, error=KeyboardInterrupt, names="send_many"))
     instrumentor = BizmsgInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
