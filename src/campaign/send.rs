@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
+mod dispatch;
+
+use self::dispatch::{Dispatch, Settled};
 use super::handle::{Control, ABANDON, RUN};
 use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
@@ -374,55 +377,21 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
-        // Its row goes from `claimed` to `dispatched`, committed, before its request may
-        // leave, and after its pacing wait: after a crash, a `claimed` row was certainly never
-        // written. Made only while this run holds the row `claimed` (`JournalStore::dispatch`).
-        // Run by the limits as the slot's last step, so that its delay counts in the pace.
-        let dispatched: Mutex<Option<Result<bool>>> = Mutex::new(None);
-        let before_release = match (to_dispatch, keys.journal) {
-            (true, Some(journal)) => {
-                let dispatched = &dispatched;
-                let step: futures::future::BoxFuture<'_, bool> = Box::pin(async move {
-                    let made = journal.dispatch(keys.identity).await;
-                    let go = matches!(made, Ok(true));
-                    *crate::sync::lock(dispatched) = Some(made);
-                    go
-                });
-                Some(step)
-            }
-            _ => None,
-        };
+        // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
+        let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
         let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits.admit_then(slot, None, before_release).await;
+        let admitted = limits
+            .admit_then(slot, None, dispatch.before_release())
+            .await;
         drop(waiting);
         if let Err(error) = admitted {
             // The store could not say when this message may go: it does not go.
             return Attempted::not_sent(error, key);
         }
         if to_dispatch {
-            let made = dispatched
-                .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match made {
-                Some(Ok(true)) => to_dispatch = false,
-                Some(Ok(false)) => {
-                    return Attempted::lost(
-                        Unfenced::Lost(
-                            "another run took its claim on this message over".to_owned(),
-                        ),
-                        key,
-                    )
-                }
-                Some(Err(error)) => {
-                    return Attempted::lost(
-                        Unfenced::Lost(format!(
-                            "its journal could not record it dispatched: {error}"
-                        )),
-                        key,
-                    )
-                }
-                // Not asked (no journal): nothing to record.
-                None => to_dispatch = false,
+            match dispatch.settled() {
+                Settled::Go => to_dispatch = false,
+                Settled::Lost(lost) => return Attempted::lost(lost, key),
             }
             // A stop that came during the dispatch: not sent (its record says so, written
             // over the `dispatched` one by the run that knows it never left).
