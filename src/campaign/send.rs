@@ -384,10 +384,13 @@ async fn attempt(
             .admit_then(slot, None, dispatch.before_release())
             .await;
         drop(waiting);
-        if let Err(error) = admitted {
+        let departure = match admitted {
+            Ok(departure) => departure,
             // The store could not say when this message may go: it does not go.
-            return Attempted::not_sent(error, key);
-        }
+            Err(error) => return Attempted::not_sent(error, key),
+        };
+        // Its pace counts it from when its request is written (`limits/departure.rs`).
+        progress.departs(departure);
         if to_dispatch {
             match dispatch.settled() {
                 Settled::Go => to_dispatch = false,

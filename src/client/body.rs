@@ -15,6 +15,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::limits::Departure;
+
 const FRESH: u8 = 0;
 const TAKEN: u8 = 1;
 /// The attempt was given up on: the body must never leave now.
@@ -45,24 +47,42 @@ pub(crate) trait SendFence: Send + Sync + std::fmt::Debug {
 
 /// Where a send's current attempt stands, for a caller that may give the send up midway (a
 /// campaign abandoned by a second Ctrl-C): the watch of the attempt's body, once one began;
-/// and the fence each attempt's body is checked against, when the caller has one.
+/// the fence each attempt's body is checked against, when the caller has one; and the pace's
+/// record of the send, told when its body is written.
 #[derive(Debug, Default)]
 pub(crate) struct SendProgress {
     watch: std::sync::Mutex<Option<BodyWatch>>,
     fence: Option<Arc<dyn SendFence>>,
+    departure: std::sync::Mutex<Option<Departure>>,
 }
 
 impl SendProgress {
     /// The progress of a send whose every attempt is checked against `fence`.
     pub(crate) fn fenced(fence: Option<Arc<dyn SendFence>>) -> Self {
         SendProgress {
-            watch: std::sync::Mutex::default(),
             fence,
+            ..SendProgress::default()
         }
     }
 
     pub(crate) fn fence(&self) -> Option<&Arc<dyn SendFence>> {
         self.fence.as_ref()
+    }
+
+    /// The next body written is the send the pace released with `departure`
+    /// (`LimitsStore::admit_then`): it is told when.
+    pub(crate) fn departs(&self, departure: Departure) {
+        if !departure.is_empty() {
+            *crate::sync::lock(&self.departure) = Some(departure);
+        }
+    }
+
+    /// A body of this send is being written: the pace learns when (once per release).
+    fn left(&self) {
+        let departure = crate::sync::lock(&self.departure).take();
+        if let Some(departure) = departure {
+            departure.left();
+        }
     }
 
     /// The attempt that begins now.
@@ -90,7 +110,8 @@ impl SendProgress {
 pub(crate) struct OutgoingBody {
     data: Option<Bytes>,
     watch: Option<BodyWatch>,
-    fence: Option<Arc<dyn SendFence>>,
+    /// The send's progress, when its caller follows it: its fence, and its pace's record.
+    progress: Option<Arc<SendProgress>>,
 }
 
 impl OutgoingBody {
@@ -98,14 +119,14 @@ impl OutgoingBody {
         OutgoingBody::default()
     }
 
-    /// `data`, and the watch that tells whether it was ever taken; taken only while `fence`
-    /// (when there is one) allows it.
-    pub(crate) fn watched(data: Bytes, fence: Option<Arc<dyn SendFence>>) -> (Self, BodyWatch) {
+    /// `data`, and the watch that tells whether it was ever taken; taken only while the fence
+    /// of `progress` (when there is one) allows it, and then told to `progress`.
+    pub(crate) fn watched(data: Bytes, progress: Option<Arc<SendProgress>>) -> (Self, BodyWatch) {
         let watch = BodyWatch::default();
         let body = OutgoingBody {
             data: Some(data),
             watch: Some(watch.clone()),
-            fence,
+            progress,
         };
         (body, watch)
     }
@@ -117,7 +138,7 @@ impl OutgoingBody {
         OutgoingBody {
             data: self.data.clone(),
             watch: self.watch.clone(),
-            fence: self.fence.clone(),
+            progress: self.progress.clone(),
         }
     }
 
@@ -126,11 +147,8 @@ impl OutgoingBody {
     /// immediately before writing; reqwest, through [`Body::poll_frame`].
     pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
         if let Some(watch) = &self.watch {
-            if self
-                .fence
-                .as_ref()
-                .is_some_and(|fence| fence.may_send().is_err())
-            {
+            let fence = self.progress.as_ref().and_then(|progress| progress.fence());
+            if fence.is_some_and(|fence| fence.may_send().is_err()) {
                 // Abandoned, so that the attempt loop knows it never left (a copy sent again
                 // after a refusal is not written either, whatever the first copy did).
                 let _ =
@@ -145,6 +163,11 @@ impl OutgoingBody {
                     .compare_exchange(FRESH, TAKEN, Ordering::AcqRel, Ordering::Acquire);
             if claimed == Err(ABANDONED) {
                 return Err(Abandoned);
+            }
+            if claimed.is_ok() {
+                if let Some(progress) = &self.progress {
+                    progress.left();
+                }
             }
         }
         Ok(self.data.as_deref().unwrap_or_default())
@@ -187,7 +210,9 @@ impl Body for OutgoingBody {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::limits::LimitsStore;
     use std::task::Waker;
 
     #[test]
@@ -210,6 +235,30 @@ mod tests {
         assert!(OutgoingBody::empty().is_end_stream());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_body_taken_tells_its_pace_when_it_left_once() {
+        let limits = crate::limits::LocalLimits::new(Arc::new(crate::limits::Gate::new()));
+        let slot = crate::limits::Slot {
+            sender: None,
+            campaign: Some(("c", 10.0)),
+        };
+        let progress = Arc::new(SendProgress::default());
+        progress.departs(limits.admit_then(slot, None, None).await.unwrap());
+        assert!(crate::sync::lock(&progress.departure).is_some());
+        let (body, _) = OutgoingBody::watched(Bytes::from_static(b"{}"), Some(progress.clone()));
+        let again = body.again();
+        assert!(body.claim().is_ok());
+        assert!(crate::sync::lock(&progress.departure).is_none(), "told");
+        assert!(again.claim().is_ok());
+        // Nothing to tell without a ring (unpaced): nothing is kept.
+        let unpaced = crate::limits::Slot {
+            sender: None,
+            campaign: None,
+        };
+        progress.departs(limits.admit_then(unpaced, None, None).await.unwrap());
+        assert!(crate::sync::lock(&progress.departure).is_none());
+    }
+
     #[derive(Debug)]
     struct Refusing;
 
@@ -222,8 +271,9 @@ mod tests {
     #[test]
     fn a_body_whose_fence_refuses_is_never_taken_and_counts_as_unsent() {
         let mut context = Context::from_waker(Waker::noop());
+        let progress = SendProgress::fenced(Some(Arc::new(Refusing)));
         let (mut fenced, watch) =
-            OutgoingBody::watched(Bytes::from_static(b"{}"), Some(Arc::new(Refusing)));
+            OutgoingBody::watched(Bytes::from_static(b"{}"), Some(Arc::new(progress)));
         let mut again = fenced.again();
         assert!(matches!(
             Pin::new(&mut fenced).poll_frame(&mut context),

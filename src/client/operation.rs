@@ -82,11 +82,7 @@ impl Operation {
     ) -> (Outgoing, Option<BodyWatch>) {
         let (body, watch) = match &self.body {
             Some(data) => {
-                let fence = self
-                    .progress
-                    .as_ref()
-                    .and_then(|progress| progress.fence().cloned());
-                let (body, watch) = OutgoingBody::watched(data.clone(), fence);
+                let (body, watch) = OutgoingBody::watched(data.clone(), self.progress.clone());
                 (body, Some(watch))
             }
             None => (OutgoingBody::empty(), None),

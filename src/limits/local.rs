@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 
+use super::departure::Departure;
 use super::gate::Gate;
 use super::timeline::Timeline;
 use super::{LimitsStore, Scope, Slot, TierCount, TierVerdict};
@@ -77,7 +78,10 @@ impl LocalLimits {
 
 impl LimitsStore for LocalLimits {
     fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>> {
-        self.admit_then(slot, deadline, None)
+        Box::pin(async move {
+            self.admit_then(slot, deadline, None).await?;
+            Ok(())
+        })
     }
 
     fn admit_then<'a>(
@@ -85,7 +89,7 @@ impl LimitsStore for LocalLimits {
         slot: Slot<'a>,
         _: Option<Instant>,
         mut before_release: Option<BoxFuture<'a, bool>>,
-    ) -> BoxFuture<'a, Result<()>> {
+    ) -> BoxFuture<'a, Result<Departure>> {
         Box::pin(async move {
             // Sender first, then campaign: the order `Timeline::reserve` locks them in.
             let sender = slot
@@ -109,7 +113,7 @@ impl LimitsStore for LocalLimits {
                     if let Some(step) = before_release.take() {
                         step.await;
                     }
-                    return Ok(());
+                    return Ok(Departure::default());
                 }
                 // The slot is reserved now and waited for: a late wake-up delays this send
                 // only, not the slots after it (see `timeline.rs`).
@@ -119,7 +123,7 @@ impl LimitsStore for LocalLimits {
                 // the step's delay is a late wake-up like any, kept from crowding a second.
                 if let Some(step) = before_release.take() {
                     if !step.await {
-                        return Ok(());
+                        return Ok(Departure::default());
                     }
                 }
                 loop {
@@ -130,7 +134,10 @@ impl LimitsStore for LocalLimits {
                         continue 'slot;
                     }
                     match Timeline::release(&paces, tokio::time::Instant::now()) {
-                        Ok(()) => return Ok(()),
+                        Ok(marks) => {
+                            let timelines = sender.iter().chain(&campaign).map(Arc::clone);
+                            return Ok(Departure::of(timelines.zip(marks).collect()));
+                        }
                         // It would crowd a second with the late sends before it.
                         Err(not_before) => tokio::time::sleep_until(not_before).await,
                     }
@@ -271,6 +278,47 @@ mod tests {
         sender: None,
         campaign: Some(("c", 1000.0)),
     };
+
+    #[tokio::test(start_paused = true)]
+    async fn sends_written_late_after_their_release_never_crowd_a_second() {
+        // The first 50 sends are written 8 ms after their release (their tasks waited for a
+        // busy core), the others at once. Counted from their release, the sends a pace later
+        // would go 1.0025 s after it, 994.5 ms after those writes: 1,000 and more in a second
+        // where the service counts them.
+        let limits = local();
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let released = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (limits, writes) = (Arc::clone(&limits), Arc::clone(&writes));
+                let released = Arc::clone(&released);
+                tokio::spawn(async move {
+                    loop {
+                        let departure = limits.admit_then(CAMPAIGN, None, None).await.unwrap();
+                        let i = released.fetch_add(1, Ordering::Relaxed);
+                        if i >= 2100 {
+                            return;
+                        }
+                        if i < 50 {
+                            tokio::time::sleep(8 * MS).await;
+                        }
+                        departure.left();
+                        lock(&writes).push(Clock::now());
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let writes = lock(&writes).clone();
+        assert_eq!(writes.len(), 2100);
+        assert!(
+            busiest_window(&writes) <= 1000,
+            "{}",
+            busiest_window(&writes)
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn one_caller_keeps_the_pace_when_every_wake_up_is_late() {

@@ -10,6 +10,7 @@
 //! - `redis/`: in Redis, shared by every process and host given the same URL
 //!   (`shared_limits=`), so that their sum keeps the limits.
 
+mod departure;
 mod gate;
 mod local;
 mod outages;
@@ -24,6 +25,7 @@ use futures::future::BoxFuture;
 
 use crate::error::Result;
 
+pub use departure::Departure;
 pub use gate::Gate;
 pub use local::LocalLimits;
 pub use outages::{ongoing as shared_state_outages_ongoing, total as shared_state_outages};
@@ -91,21 +93,22 @@ pub trait LimitsStore: Send + Sync {
     /// message is let go: what must be done just before a request leaves, and after its pacing
     /// wait (a campaign's journal dispatch), is then inside the pace. A store that keeps sends
     /// from crowding a second (`timeline.rs`'s ring) counts the send when it really leaves, so
-    /// the step's own delay cannot make a window above the pace. `before_release` answering
-    /// false ends the admission there (the message does not go). By default the step runs
-    /// after `admit`.
+    /// the step's own delay cannot make a window above the pace: it releases the send after
+    /// the step, and returns the `Departure` to tell it when the request was written.
+    /// `before_release` answering false ends the admission there (the message does not go).
+    /// By default the step runs after `admit`, and there is nothing to tell.
     fn admit_then<'a>(
         &'a self,
         slot: Slot<'a>,
         deadline: Option<Instant>,
         before_release: Option<BoxFuture<'a, bool>>,
-    ) -> BoxFuture<'a, Result<()>> {
+    ) -> BoxFuture<'a, Result<Departure>> {
         Box::pin(async move {
             self.admit(slot, deadline).await?;
             if let Some(step) = before_release {
                 step.await;
             }
-            Ok(())
+            Ok(Departure::default())
         })
     }
 

@@ -24,6 +24,13 @@
 //!   and a little, below) after the send `most` releases before it. On time, the timeline
 //!   already spaces them further; the ring only delays a send that would crowd a late one,
 //!   and never moves the timeline.
+//! - **A send counts from when it really left.** The ring records a send when it is released,
+//!   and moves that record to the moment its request is written (`Departure`, from the body's
+//!   claim in `client/body.rs`): a send released on time but written late (its task waited
+//!   for a busy core, a connection) is then the one the sends `most` after it are kept apart
+//!   from. Without it, the client's own delays after the release are only covered by the
+//!   guard below, and a core busy with the caller's Python (a `send_many_iter` loop) delays a
+//!   few sends by more than that: 5,040–5,054 sends in the busiest second at 5,000.
 //! - **A guard for the way there.** The platform (and the sandbox) count sends when they
 //!   arrive, and two requests do not take exactly as long to arrive: sends spaced by exactly
 //!   a second when they left were seen `r + 1` in one second at the sandbox, at every pace.
@@ -79,10 +86,14 @@ pub struct Timeline {
 struct State {
     /// When the next slot is due; `None` before the first.
     next: Option<Instant>,
-    /// The release times of the last sends within `APART`, oldest first, at most `most`.
-    /// (Bounded also by the sends this process really made in the last second, since older
-    /// ones are dropped: a huge `rate_limit` costs no memory it is not sending at.)
+    /// The release times of the last sends within `APART`, oldest first, at most `most`, each
+    /// moved to when its request was written once known (`left`). (Bounded also by the sends
+    /// this process really made in the last second, since older ones are dropped: a huge
+    /// `rate_limit` costs no memory it is not sending at.)
     released: VecDeque<Instant>,
+    /// The mark of `released`'s first entry: the sends ever released, minus those still in
+    /// it. A send's mark (`release`) finds its entry while it is kept.
+    first: u64,
 }
 
 impl Timeline {
@@ -101,6 +112,7 @@ impl Timeline {
             state: Mutex::new(State {
                 next: None,
                 released: VecDeque::new(),
+                first: 0,
             }),
         })
     }
@@ -135,9 +147,10 @@ impl Timeline {
     }
 
     /// Releases one send of every timeline of `paces` at `now` if no window would then hold
-    /// more than its pace, and records it; else records nothing and returns when it may go
-    /// (the moment `APART` has passed since the send `most` releases before).
-    pub fn release(paces: &[&Timeline], now: Instant) -> std::result::Result<(), Instant> {
+    /// more than its pace, records it and returns its mark in each (for `left`, in `paces`'
+    /// order); else records nothing and returns when it may go (the moment `APART` has passed
+    /// since the send `most` releases before).
+    pub fn release(paces: &[&Timeline], now: Instant) -> std::result::Result<Vec<u64>, Instant> {
         let mut states: Vec<MutexGuard<'_, State>> = paces.iter().map(|t| t.lock()).collect();
         let mut not_before = None;
         for (timeline, state) in paces.iter().zip(states.iter_mut()) {
@@ -149,6 +162,7 @@ impl Timeline {
                 .is_some_and(|first| now.saturating_duration_since(*first) >= APART)
             {
                 state.released.pop_front();
+                state.first += 1;
             }
             if state.released.len() >= timeline.most {
                 // Full: the oldest is exactly `most` releases before this one.
@@ -161,10 +175,26 @@ impl Timeline {
         if let Some(at) = not_before {
             return Err(at);
         }
-        for state in &mut states {
-            state.released.push_back(now);
+        Ok(states
+            .iter_mut()
+            .map(|state| {
+                state.released.push_back(now);
+                state.first + state.released.len() as u64 - 1
+            })
+            .collect())
+    }
+
+    /// The send of `mark` (`release`) was written at `at`: its record moves there, if later.
+    /// (An entry so moved may be later than the next ones: the ring then drops it and counts
+    /// it a little longer, which only keeps sends further apart.)
+    pub fn left(&self, mark: u64, at: Instant) {
+        let mut state = self.lock();
+        let kept = mark
+            .checked_sub(state.first)
+            .and_then(|index| usize::try_from(index).ok());
+        if let Some(entry) = kept.and_then(|index| state.released.get_mut(index)) {
+            *entry = (*entry).max(at);
         }
-        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -292,6 +322,42 @@ mod tests {
         assert_eq!(busiest_window(&releases), 10);
         // The timeline did not move: slot 11 is still due 11 periods after slot 0.
         assert_eq!(Timeline::reserve(&[&pace], start), start + pace.period * 11);
+    }
+
+    #[test]
+    fn a_send_written_late_is_counted_from_when_it_was_written() {
+        // Slot 0 released on time, but its request written 8 ms later (its task waited for a
+        // core): slot 10, due 1.005 s after slot 0 and so 997 ms after its write, would be the
+        // 11th within a second at the service. Counted from the write, it waits.
+        let pace = Timeline::new(10.0).unwrap();
+        let start = Instant::now();
+        let mut marks = Vec::new();
+        for k in 0..10u32 {
+            let due = Timeline::reserve(&[&pace], start);
+            marks.push(Timeline::release(&[&pace], due).unwrap()[0]);
+            if k == 0 {
+                pace.left(marks[0], due + 8 * MS);
+            }
+        }
+        assert_eq!(marks, (0..10).collect::<Vec<u64>>());
+        let due = Timeline::reserve(&[&pace], start);
+        assert_eq!(due, start + pace.period * 10);
+        assert_eq!(
+            Timeline::release(&[&pace], due),
+            Err(start + 8 * MS + APART)
+        );
+        // Written earlier than released is no record: a send counts from the later of the two.
+        pace.left(marks[1], start);
+        assert_eq!(pace.lock().released[1], start + pace.period);
+        let at = start + 8 * MS + APART;
+        assert_eq!(Timeline::release(&[&pace], at), Ok(vec![10]));
+        // Marks go on past the dropped entries; a dropped one's write changes nothing.
+        let later = at + Duration::from_secs(5);
+        assert_eq!(Timeline::release(&[&pace], later), Ok(vec![11]));
+        pace.left(marks[0], later);
+        assert_eq!(pace.lock().released.len(), 1);
+        pace.left(11, later + MS);
+        assert_eq!(pace.lock().released.front(), Some(&(later + MS)));
     }
 
     #[test]
