@@ -16,6 +16,12 @@ at most `--messages`, and at most `--seconds` of its pace. "Reached" is the idea
 at least 99 % of the pace at every rate up to 5,000 a second, and no window above the pace;
 with `shared_limits`, the same within 2 %.
 
+Measured as a service owns its cores (`--server pinned`, the default on two cores or more):
+each sandbox is `bizmsg sandbox` in its own OS process on the last core, with Redis, and the
+campaigns run on the first. `--server inprocess` runs the sandbox in this process, nothing
+pinned (as before 2026-11-29): the sandbox then counts arrivals late whenever the campaign has
+the core, and the busiest windows say more about the machine than about the pacer.
+
 `--journal` gives every one-process campaign an SQLite journal of its own (a fresh file, a
 `campaign_id`): its claims, dispatches and results are committed as it goes, and must not cost
 it its pace.
@@ -41,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -123,7 +130,7 @@ class Redis:
                 [program, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=on_server_core)
         deadline = time.monotonic() + 15
         while not ping(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -143,21 +150,110 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The sandbox ----------------------------------------------------------------------------------
+
+#: Where the servers (the sandbox, Redis) and the campaigns run: `None` all unpinned in this
+#: process's CPUs, the sandbox in this process (`--server inprocess`); else the core of each
+#: (`--server pinned`, the default on two cores or more).
+CORES: tuple[int, int] | None = None
+
+
+def on_server_core() -> None:
+    """A server child's first step, before it execs: the server core, for it and its threads."""
+    if CORES is not None:
+        os.sched_setaffinity(0, {CORES[1]})
+
+
+def pin_this_process(core: int) -> None:
+    """Every thread of this process (the threads a library started already, too) on `core`;
+    the threads and processes started later inherit it."""
+    for task in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(task), {core})
+
+
+class SandboxProcess:
+    """`bizmsg sandbox` of the SEED accounts, on a free loopback port, in its own OS process on
+    the server core: it counts arrivals on a core the campaign does not share, as a service
+    would. What `campaign` and `processes` use of `bizmsg.testing.Sandbox`; stopped by its PID
+    (`close`)."""
+
+    token = "sandbox-token-acme"
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="bizmsg-paced-sandbox-")
+        seed = Path(self.dir) / "seed.json"
+        seed.write_text(json.dumps(SEED))
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log = Path(self.dir) / "sandbox.log"
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "bizmsg", "sandbox", "--port", str(self.port),
+                 "--seed-data", str(seed), "--max-logged-requests", "0"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=on_server_core)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.traffic()
+                break
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    text = self.log.read_text(errors="replace")[-2000:]
+                    self.close()
+                    raise RuntimeError(f"bizmsg sandbox did not start on port {self.port}:"
+                                       f"\n{text}") from None
+                time.sleep(0.05)
+
+    def client(self, **options: Any) -> Any:
+        import bizmsg
+
+        return bizmsg.Client(base_url=self.base_url, token=self.token, **options)
+
+    def traffic(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.base_url}/_sandbox/traffic", timeout=10) as answer:
+            return dict(json.load(answer))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def fresh_sandbox() -> Any:
+    """A sandbox of the SEED accounts that has seen no traffic: in its own pinned process, or in
+    this one (`--server inprocess`)."""
+    if CORES is not None:
+        return SandboxProcess()
+    from bizmsg.testing import Sandbox
+
+    return Sandbox(seed_data=SEED)
+
+
 # One process ----------------------------------------------------------------------------------
 
 def campaign(label: str, sender: str, count: int, expected: float, shared: str | None,
              **options: Any) -> dict[str, Any]:
     """One campaign paced at `expected` a second, in a fresh sandbox, its limits in the process
     (`shared` None) or in the Redis at `shared`; its row."""
-    from bizmsg.testing import Sandbox
-
     client_options = {} if shared is None else {"shared_limits": shared}
     journal_dir = tempfile.mkdtemp(prefix="bizmsg-paced-journal-") if JOURNAL else None
     if journal_dir is not None:
         options = {**options, "journal": str(Path(journal_dir) / "campaign.db"),
                    "campaign_id": f"paced-{uuid.uuid4()}"}
     try:
-        with Sandbox(seed_data=SEED) as sandbox, sandbox.client(**client_options) as client:
+        with fresh_sandbox() as sandbox, sandbox.client(**client_options) as client:
             warm_up(client)
             batch = messages(sender, count)
             started = time.monotonic()
@@ -192,7 +288,7 @@ def worker(spec_json: str) -> int:
         if sys.stdin.readline().strip() != "go":
             return 1  # The parent went away.
         started = time.monotonic()
-        result = client.messages.send_many(batch, concurrency=CONCURRENCY,
+        result = client.messages.send_many(batch, concurrency=spec["concurrency"],
                                            rate_limit=spec["rate"],
                                            campaign_id=spec["campaign_id"])
         ended = time.monotonic()
@@ -211,14 +307,12 @@ def processes(count: int, rate: float, total: int, redis: Redis,
               timeout: float) -> dict[str, Any]:
     """One campaign of `total` messages at `rate_limit=rate`, its `campaign_id` shared by
     `count` OS processes on one Redis and one sandbox; its row."""
-    from bizmsg.testing import Sandbox
-
     per = [total // count + (1 if i < total % count else 0) for i in range(count)]
     firsts = [sum(per[:i]) for i in range(count)]
     campaign_id = f"paced-{uuid.uuid4()}"
     children: list[subprocess.Popen[str]] = []
     lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
-    with Sandbox(seed_data=SEED) as sandbox:
+    with fresh_sandbox() as sandbox:
         try:
             # The store's epoch for this sandbox, before any child: none of them pays for it.
             with sandbox.client(shared_limits=redis.url) as client:
@@ -226,7 +320,7 @@ def processes(count: int, rate: float, total: int, redis: Redis,
             for i in range(count):
                 spec = {"base_url": sandbox.base_url, "token": sandbox.token, "redis": redis.url,
                         "index": i, "first": firsts[i], "count": per[i], "rate": rate,
-                        "campaign_id": campaign_id}
+                        "campaign_id": campaign_id, "concurrency": CONCURRENCY}
                 child = subprocess.Popen(
                     [sys.executable, __file__, "--worker", json.dumps(spec)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -308,6 +402,7 @@ def terminate(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global JOURNAL, CONCURRENCY, CORES
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rates", default="50,200,1000,5000",
                         help="rate_limit values, comma-separated (default: %(default)s)")
@@ -325,14 +420,29 @@ def main(argv: list[str] | None = None) -> int:
                              "'' for none (default: %(default)s)")
     parser.add_argument("--processes-rate", type=float, default=1000.0,
                         help="that campaign's rate_limit (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY,
+                        help="send_many's concurrency (default: %(default)s)")
     parser.add_argument("--journal", action="store_true",
                         help="give each one-process campaign an SQLite journal of its own")
+    parser.add_argument("--server", choices=("pinned", "inprocess"),
+                        help="pinned: each sandbox in its own process on the last core (Redis "
+                             "too), the campaigns on the first (the default on two cores or "
+                             "more); inprocess: the sandbox in this process, nothing pinned")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    global JOURNAL
-    JOURNAL = args.journal
+    JOURNAL, CONCURRENCY = args.journal, args.concurrency
     if args.worker is not None:
         return worker(args.worker)
+    cores = sorted(os.sched_getaffinity(0))
+    server = args.server or ("pinned" if len(cores) >= 2 else "inprocess")
+    if server == "pinned":
+        if len(cores) < 2:
+            parser.error("--server pinned needs two cores")
+        CORES = (cores[0], cores[-1])
+        pin_this_process(CORES[0])
+        log(f"campaigns on core {CORES[0]}; each sandbox, and Redis, on core {CORES[1]}")
+    else:
+        log("the sandbox in this process, nothing pinned")
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in ("local", "shared") for m in modes):
         parser.error(f"--modes: local, shared or both, not {args.modes!r}")
