@@ -2,7 +2,9 @@
 //! (`timeline.rs`'s ring) records a send as it releases it, and the HTTP client tells it when
 //! the request is written (`client/body.rs`, as the body is claimed). The time between the two
 //! is the client's own (a task waiting for a busy core, for a connection): counted from the
-//! write, it cannot put more sends than the pace in one second at the service.
+//! write, the sends given slots cannot put more than the pace in one second at the service.
+//! (A send's retries within `client/execute.rs` take no slot: `docs/campaigns.md`, "Known
+//! gap".)
 
 use std::sync::Arc;
 

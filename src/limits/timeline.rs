@@ -86,14 +86,14 @@ pub struct Timeline {
 struct State {
     /// When the next slot is due; `None` before the first.
     next: Option<Instant>,
-    /// The release times of the last sends within `APART`, oldest first, at most `most`, each
-    /// moved to when its request was written once known (`left`). (Bounded also by the sends
-    /// this process really made in the last second, since older ones are dropped: a huge
-    /// `rate_limit` costs no memory it is not sending at.)
-    released: VecDeque<Instant>,
-    /// The mark of `released`'s first entry: the sends ever released, minus those still in
-    /// it. A send's mark (`release`) finds its entry while it is kept.
-    first: u64,
+    /// The last sends within `APART`, each with its mark (`release`), in the order of their
+    /// times, at most `most`: a send's time is its release, moved to when its request was
+    /// written once known (`left`), so the oldest is always first and the count exact however
+    /// late one was written (an entry moved in place would keep the older ones behind it, and
+    /// a write a second late would hold the campaign for that second).
+    released: VecDeque<(Instant, u64)>,
+    /// The mark of the next send released: the sends ever released.
+    next_mark: u64,
 }
 
 impl Timeline {
@@ -112,7 +112,7 @@ impl Timeline {
             state: Mutex::new(State {
                 next: None,
                 released: VecDeque::new(),
-                first: 0,
+                next_mark: 0,
             }),
         })
     }
@@ -159,14 +159,13 @@ impl Timeline {
             while state
                 .released
                 .front()
-                .is_some_and(|first| now.saturating_duration_since(*first) >= APART)
+                .is_some_and(|(first, _)| now.saturating_duration_since(*first) >= APART)
             {
                 state.released.pop_front();
-                state.first += 1;
             }
             if state.released.len() >= timeline.most {
-                // Full: the oldest is exactly `most` releases before this one.
-                if let Some(oldest) = state.released.front() {
+                // Full: the oldest is exactly `most` sends before this one.
+                if let Some((oldest, _)) = state.released.front() {
                     let at = *oldest + APART;
                     not_before = Some(not_before.map_or(at, |other: Instant| other.max(at)));
                 }
@@ -178,22 +177,30 @@ impl Timeline {
         Ok(states
             .iter_mut()
             .map(|state| {
-                state.released.push_back(now);
-                state.first + state.released.len() as u64 - 1
+                let mark = state.next_mark;
+                state.next_mark += 1;
+                // (After every entry: none is later than now, a write being told when done.)
+                let at = state.released.partition_point(|(time, _)| *time <= now);
+                state.released.insert(at, (now, mark));
+                mark
             })
             .collect())
     }
 
-    /// The send of `mark` (`release`) was written at `at`: its record moves there, if later.
-    /// (An entry so moved may be later than the next ones: the ring then drops it and counts
-    /// it a little longer, which only keeps sends further apart.)
+    /// The send of `mark` (`release`) was written at `at`: its record moves there, if later,
+    /// and takes its place in time. (Found from the newest: a send is told when written, so
+    /// only the sends released while it was on its way are passed. A send no longer kept,
+    /// its release more than `APART` ago, is not recorded again.)
     pub fn left(&self, mark: u64, at: Instant) {
         let mut state = self.lock();
-        let kept = mark
-            .checked_sub(state.first)
-            .and_then(|index| usize::try_from(index).ok());
-        if let Some(entry) = kept.and_then(|index| state.released.get_mut(index)) {
-            *entry = (*entry).max(at);
+        let released = &mut state.released;
+        let Some(index) = released.iter().rposition(|(_, kept)| *kept == mark) else {
+            return;
+        };
+        if released.get(index).is_some_and(|(time, _)| *time < at) {
+            released.remove(index);
+            let place = released.partition_point(|(time, _)| *time <= at);
+            released.insert(place, (at, mark));
         }
     }
 
@@ -348,7 +355,7 @@ mod tests {
         );
         // Written earlier than released is no record: a send counts from the later of the two.
         pace.left(marks[1], start);
-        assert_eq!(pace.lock().released[1], start + pace.period);
+        assert_eq!(pace.lock().released[1], (start + pace.period, 1));
         let at = start + 8 * MS + APART;
         assert_eq!(Timeline::release(&[&pace], at), Ok(vec![10]));
         // Marks go on past the dropped entries; a dropped one's write changes nothing.
@@ -357,7 +364,46 @@ mod tests {
         pace.left(marks[0], later);
         assert_eq!(pace.lock().released.len(), 1);
         pace.left(11, later + MS);
-        assert_eq!(pace.lock().released.front(), Some(&(later + MS)));
+        assert_eq!(pace.lock().released.front(), Some(&(later + MS, 11)));
+    }
+
+    #[test]
+    fn a_send_written_very_late_holds_back_no_other() {
+        // Found in review: send #10 of a pace of 100 written 900 ms late, recorded in place,
+        // kept every older send in the ring behind it, and the campaign waited for it. It takes
+        // its place in time: the others leave the ring as they age, and only it is counted
+        // where it was written.
+        let pace = Timeline::new(100.0).unwrap();
+        let start = Instant::now();
+        let mut releases = Vec::new();
+        for k in 0..400u32 {
+            let due = Timeline::reserve(&[&pace], start);
+            assert_eq!(due, start + pace.period * k);
+            let mut now = due;
+            let mark = loop {
+                match Timeline::release(&[&pace], now) {
+                    Ok(marks) => break marks[0],
+                    Err(at) => now = at,
+                }
+            };
+            releases.push(now);
+            if k == 10 {
+                pace.left(mark, now + 900 * MS);
+            }
+        }
+        // Each send on time, or held a few milliseconds while that one's place is counted where
+        // it was written (the sends a pace after its release would be the 101st in a second).
+        for (k, released) in releases.iter().enumerate() {
+            let due = start + pace.period * u32::try_from(k).unwrap();
+            assert!(
+                *released - due <= 8 * MS,
+                "send {k} held {:?}",
+                *released - due
+            );
+        }
+        let mut counted = releases.clone();
+        counted[10] += 900 * MS;
+        assert!(busiest_window(&counted) <= 100);
     }
 
     #[test]

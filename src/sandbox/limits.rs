@@ -8,7 +8,7 @@
 //!   (`chatBusinessManagerMessagingLimit`) in a rolling 24 h. A send to a new recipient past it
 //!   is a failed commit, code `1007`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +26,8 @@ const WINDOW_MILLIS: i64 = 24 * 60 * 60 * 1000;
 pub(crate) struct Limits {
     throughput: Mutex<HashMap<u64, Arc<DefaultDirectRateLimiter>>>,
     /// (tenant, account id) -> recipient -> when last sent to (ms since the epoch).
-    recipients: Mutex<HashMap<(usize, String), HashMap<u64, i64>>>,
+    /// B-trees: every send waits for these, and a hash map doubles all at once (`store.rs`).
+    recipients: Mutex<HashMap<(usize, String), BTreeMap<u64, i64>>>,
 }
 
 fn per_second(throughput: &str) -> Option<u32> {

@@ -116,11 +116,14 @@ fn new_request_id() -> String {
 }
 
 async fn exchange(shared: Arc<Shared>, target: Target, request: Request) -> Response {
+    // As soon as the request's head was read, before its body, its checks and the sandbox's
+    // own work: a send is counted by arrival (`traffic.rs`).
+    let arrived = std::time::Instant::now();
     let cut = request.extensions().get::<CutSignal>().cloned();
     // Spawned so that a request, once received, is processed to the end even if the client
     // hangs up during a delay: hyper drops the handler of a closed connection, and "the client
     // timed out but the message went out" is exactly what clients must be tested against.
-    match tokio::spawn(process(shared, target, request)).await {
+    match tokio::spawn(process(shared, target, request, arrived)).await {
         Ok(Reply::Respond(response)) => response,
         Ok(Reply::Cut) => match cut {
             Some(cut) => {
@@ -142,7 +145,12 @@ async fn exchange(shared: Arc<Shared>, target: Target, request: Request) -> Resp
     }
 }
 
-async fn process(shared: Arc<Shared>, target: Target, request: Request) -> Reply {
+async fn process(
+    shared: Arc<Shared>,
+    target: Target,
+    request: Request,
+    arrived: std::time::Instant,
+) -> Reply {
     let request_id = new_request_id();
     let (parts, body) = request.into_parts();
     let (body, unreadable) = match to_bytes(body, MAX_BODY_BYTES).await {
@@ -189,7 +197,7 @@ async fn process(shared: Arc<Shared>, target: Target, request: Request) -> Reply
         Err(answer) => answer,
         Ok((route, tenant)) => match fault.as_ref().and_then(|fault| fault.status) {
             Some(status) => injected(status, fault.as_ref().and_then(|f| f.body.as_deref())),
-            None => handle(&shared, route, tenant, &parts, &body),
+            None => handle(&shared, route, tenant, &parts, &body, arrived),
         },
     };
     if let Some(fault) = &fault {
@@ -228,7 +236,14 @@ async fn process(shared: Arc<Shared>, target: Target, request: Request) -> Reply
     Reply::Respond(answer.into_response(&request_id))
 }
 
-fn handle(shared: &Shared, route: Route, tenant: usize, parts: &Parts, body: &[u8]) -> Answer {
+fn handle(
+    shared: &Shared,
+    route: Route,
+    tenant: usize,
+    parts: &Parts,
+    body: &[u8],
+    arrived: std::time::Instant,
+) -> Answer {
     let Some(data) = shared.store.tenant(tenant) else {
         return Answer::error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -240,7 +255,7 @@ fn handle(shared: &Shared, route: Route, tenant: usize, parts: &Parts, body: &[u
         answer.unwrap_or_else(|msg| Answer::error(StatusCode::BAD_REQUEST, msg))
     };
     match route {
-        Route::Send => send::send(shared, tenant, &parts.headers, body),
+        Route::Send => send::send(shared, tenant, &parts.headers, body, arrived),
         Route::BusinessAccounts => {
             page_answer(page().map(|page| Answer::json(StatusCode::OK, &data.accounts_page(page))))
         }

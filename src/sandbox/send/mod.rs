@@ -41,9 +41,14 @@ fn text_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
 /// A business validation failure: its documented code and the explanation.
 type Failure = (&'static str, String);
 
-pub(crate) fn send(shared: &Shared, tenant: usize, headers: &HeaderMap, body: &[u8]) -> Answer {
-    // Before any of the sandbox's locks: its traffic is counted by arrival (`traffic.rs`).
-    let arrived = std::time::Instant::now();
+/// A send that `arrived` then (its head read: `routes.rs`).
+pub(crate) fn send(
+    shared: &Shared,
+    tenant: usize,
+    headers: &HeaderMap,
+    body: &[u8],
+    arrived: std::time::Instant,
+) -> Answer {
     let store = &shared.store;
     if let Err(refusal) = check_content_type(headers) {
         return refusal;
