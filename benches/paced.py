@@ -113,6 +113,19 @@ def ping(port: int) -> bool:
         return False
 
 
+def stop(process: subprocess.Popen[bytes], directory: str) -> None:
+    """Stops a server this script started, by its PID (SIGTERM, then SIGKILL after 10 s), and
+    removes its temporary directory."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class Redis:
     """redis-server on a free loopback port, nothing persisted, in a temporary directory;
     stopped by its PID (`close`)."""
@@ -140,14 +153,7 @@ class Redis:
             time.sleep(0.05)
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop(self.process, self.dir)
 
 
 # The sandbox ----------------------------------------------------------------------------------
@@ -215,14 +221,7 @@ class SandboxProcess:
             return dict(json.load(answer))
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop(self.process, self.dir)
 
     def __enter__(self) -> SandboxProcess:
         return self
