@@ -86,17 +86,23 @@ impl Client {
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
-        let tier = self.take_shared_slot(&request.from, call).await?;
+        let shared = self.take_shared_slot(&request.from, call).await?;
         let request = Arc::new(request);
+        // Its retries are paced as its first attempt was.
+        let progress = shared
+            .as_ref()
+            .map(|shared| Arc::new(shared.progress_of(&request)));
         let sent = self
-            .send_encoded(&request, body, idempotency_key, call, None)
+            .send_encoded(&request, body, idempotency_key, call, progress.as_ref())
             .await;
         // Sent, or perhaps sent: counted (a count too many only warns early).
         if matches!(
             sent,
             Ok(_) | Err(crate::error::Error::SendOutcomeUnknown(_))
         ) {
-            self.count_recipient(tier, &request.to).await;
+            if let Some(shared) = shared {
+                self.count_recipient(shared.tier, &request.to).await;
+            }
         }
         sent
     }
@@ -155,62 +161,5 @@ impl Client {
             value: result,
             meta: answer.meta,
         })
-    }
-}
-
-/// Single sends under shared limits: paced with the campaigns on the same senders, and
-/// counted against their accounts' tiers.
-impl Client {
-    /// Under shared limits, a single send waits for a slot of its sender's pace (and for any
-    /// pause of the service or the sender), within the call's own total timeout. Returns the
-    /// account and tier its recipient counts against once sent (`count_recipient`).
-    async fn take_shared_slot(
-        &self,
-        from: &str,
-        call: &CallOptions,
-    ) -> Result<Option<(String, u64)>> {
-        let Some(limits) = self.shared_limits() else {
-            return Ok(None);
-        };
-        let total = call
-            .timeout
-            .and_then(|timeout| timeout.total)
-            .or(self.timeout().total);
-        let deadline = total.and_then(|total| std::time::Instant::now().checked_add(total));
-        let facts = self
-            .sender_paces()
-            .of(from, limits.as_ref(), deadline, || {
-                super::directory::sender_facts(self, call)
-            })
-            .await?;
-        let slot = crate::limits::Slot {
-            sender: facts.pace.map(|pace| (from, pace)),
-            campaign: None,
-        };
-        let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits.admit(slot, deadline).await;
-        drop(waiting);
-        admitted?;
-        Ok(facts.account.zip(facts.limit))
-    }
-
-    /// A single send that was sent counts its recipient against its sender's account's tier,
-    /// as a campaign's messages do (a campaign after it then knows the account's room). The
-    /// message is sent: a store that fails now only costs the count, said in a warning.
-    async fn count_recipient(&self, tier: Option<(String, u64)>, to: &str) {
-        let (Some(limits), Some((account, limit))) = (self.shared_limits(), tier) else {
-            return;
-        };
-        let recipient = to.parse().unwrap_or(u64::MAX);
-        if let Err(error) = limits.count_recipients(&account, limit, &[recipient]).await {
-            let to = crate::masking::mask_phone(to);
-            log::warn!(
-                target: "bizmsg",
-                to = to.as_str(),
-                account = account.as_str();
-                "a message to {to} was sent but not counted against the messaging tier of account \
-                 {account}: {error}",
-            );
-        }
     }
 }

@@ -7,6 +7,7 @@ mod directory;
 mod listing;
 mod messages;
 mod pages;
+mod shared_single_send;
 
 pub use directory::{Account, Directory};
 pub use listing::{PageRequest, Pager, UnreadPage};

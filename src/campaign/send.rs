@@ -12,8 +12,10 @@ use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 mod dispatch;
+mod retry_slot;
 
 use self::dispatch::{Dispatch, Settled};
+use self::retry_slot::CampaignRetrySlot;
 use super::handle::{Control, ABANDON, RUN};
 use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
@@ -98,7 +100,13 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         .journal
         .as_ref()
         .map(|journal| Arc::clone(journal.fence()) as Arc<dyn SendFence>);
-    let progress = Arc::new(SendProgress::fenced(fence));
+    // Its retries within the attempt loop are paced as its first attempt is.
+    let retry_slot = CampaignRetrySlot {
+        context: Arc::clone(&context),
+        request: Arc::clone(&prepared.request),
+        pace,
+    };
+    let progress = Arc::new(SendProgress::fenced(fence).with_retry_slot(Arc::new(retry_slot)));
     // Traced on its own (the instrumentation asked for message spans): its attempts go to a
     // log of its own, handed back with its outcome. Every other message: one `None` check.
     let traced = context
@@ -252,7 +260,8 @@ impl Attempted {
         }
     }
 
-    /// Sent, with `result`, but the store failed as the platform's answer was acted on.
+    /// Sent (or, for a retry the store could not pace, perhaps sent), with `result`, but the
+    /// store failed as the platform's answer was acted on.
     fn failed(
         result: Result<crate::client::Response<SendResult>>,
         key: String,
@@ -432,6 +441,11 @@ async fn attempt(
             .await;
         // Answered: until the next attempt begins, nothing is on its way.
         progress.between_attempts();
+        // A retry's slot could not be taken: the store failed, and the campaign stops as it
+        // does when the first slot cannot be (the result says whether an attempt went).
+        if let Some(failure) = progress.slot_failure() {
+            return Attempted::failed(result, key, failure);
+        }
         if let (Err(Error::SharedState(refusal)), Some(fence)) = (&result, fence) {
             match fence.check() {
                 // Refused as it was about to be written: never sent, and not to be.

@@ -15,6 +15,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::retry_slot::RetrySlot;
+use crate::error::{Error, Result};
 use crate::limits::Departure;
 
 const FRESH: u8 = 0;
@@ -47,13 +49,26 @@ pub(crate) trait SendFence: Send + Sync + std::fmt::Debug {
 
 /// Where a send's current attempt stands, for a caller that may give the send up midway (a
 /// campaign abandoned by a second Ctrl-C): the watch of the attempt's body, once one began;
-/// the fence each attempt's body is checked against, when the caller has one; and the pace's
-/// record of the send, told when its body is written.
-#[derive(Debug, Default)]
+/// the fence each attempt's body is checked against, when the caller has one; the pace's
+/// record of the send, told when its body is written; and, for a paced send, where its
+/// retries take their slots (`retry_slot.rs`).
+#[derive(Default)]
 pub(crate) struct SendProgress {
     watch: std::sync::Mutex<Option<BodyWatch>>,
     fence: Option<Arc<dyn SendFence>>,
     departure: std::sync::Mutex<Option<Departure>>,
+    retry_slot: Option<Arc<dyn RetrySlot>>,
+    /// Why a retry's slot could not be taken (its store failed): the send stopped there.
+    slot_failure: std::sync::Mutex<Option<Error>>,
+}
+
+impl std::fmt::Debug for SendProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendProgress")
+            .field("fence", &self.fence)
+            .field("paced_retries", &self.retry_slot.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl SendProgress {
@@ -65,8 +80,43 @@ impl SendProgress {
         }
     }
 
+    /// The same, whose every attempt after its first takes a slot from `retry_slot`.
+    pub(crate) fn with_retry_slot(mut self, retry_slot: Arc<dyn RetrySlot>) -> Self {
+        self.retry_slot = Some(retry_slot);
+        self
+    }
+
     pub(crate) fn fence(&self) -> Option<&Arc<dyn SendFence>> {
         self.fence.as_ref()
+    }
+
+    /// Before an attempt after the first: a paced send waits for a slot of its pace, which is
+    /// told when this attempt's body is written. (A departure of an earlier attempt that never
+    /// wrote is dropped: its place in the pace stays where it was released, which only spaces
+    /// the sends after it a little more.) `Err`: no slot (the store failed, or the call's
+    /// deadline would pass first), and the attempt must not be made; a store's failure is kept
+    /// for `slot_failure`.
+    pub(crate) async fn retry_slot(&self, deadline: Option<std::time::Instant>) -> Result<()> {
+        let Some(retry_slot) = &self.retry_slot else {
+            return Ok(());
+        };
+        match retry_slot.take(deadline).await {
+            Ok(departure) => {
+                *crate::sync::lock(&self.departure) = (!departure.is_empty()).then_some(departure);
+                Ok(())
+            }
+            Err(error) => {
+                if matches!(error, Error::SharedState(_)) {
+                    *crate::sync::lock(&self.slot_failure) = Some(error.clone());
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The store's failure that stopped a retry (`retry_slot`), if one did.
+    pub(crate) fn slot_failure(&self) -> Option<Error> {
+        crate::sync::lock(&self.slot_failure).take()
     }
 
     /// The next body written is the send the pace released with `departure`

@@ -29,13 +29,19 @@ pub(crate) struct Answer {
     pub meta: Meta,
 }
 
-/// A send its fence refused: never sent, unless an earlier attempt may have reached the
-/// service (a stale connection's re-send), in which case its outcome is unknown.
-fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error {
+/// A send's attempt that was not made (its fence refused, or its pace's store failed): never
+/// sent, unless an earlier attempt may have reached the service, in which case its outcome is
+/// unknown.
+fn not_attempted(operation: &Operation, error: Error, reached_before: bool) -> Error {
     match (&operation.send, reached_before) {
-        (Some(send), true) => send.unknown(Error::SharedState(reason), None),
-        _ => Error::SharedState(reason),
+        (Some(send), true) => send.unknown(error, None),
+        _ => error,
     }
+}
+
+/// A send its fence refused (`not_attempted`).
+fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error {
+    not_attempted(operation, Error::SharedState(reason), reached_before)
 }
 
 impl Client {
@@ -92,6 +98,15 @@ impl Client {
         loop {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
+            }
+            // Sent again: a paced send takes a slot of its pace first, as its first attempt did
+            // (`retry_slot.rs`). A store that cannot give one stops the send here.
+            if attempt > 1 {
+                if let Some(progress) = &operation.progress {
+                    if let Err(error) = progress.retry_slot(deadline).await {
+                        return Err(not_attempted(operation, error, reached_before));
+                    }
+                }
             }
             // A send its caller may no longer make (a campaign run whose claims were taken
             // over) is not attempted; the body's own check covers what happens from here.

@@ -17,6 +17,7 @@ mod per_runtime;
 mod reply;
 mod request;
 mod retry;
+mod retry_slot;
 mod tls;
 mod token;
 mod transport;
@@ -43,6 +44,7 @@ pub use error_body::error_body;
 pub(crate) use execute::Answer;
 pub(crate) use http1::check_any_answer;
 pub(crate) use operation::{Operation, SendContext};
+pub(crate) use retry_slot::RetrySlot;
 
 use crate::error::{Error, Result};
 use crate::limits::{LimitsStore, SenderPaces};

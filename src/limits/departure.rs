@@ -3,8 +3,7 @@
 //! the request is written (`client/body.rs`, as the body is claimed). The time between the two
 //! is the client's own (a task waiting for a busy core, for a connection): counted from the
 //! write, the sends given slots cannot put more than the pace in one second at the service.
-//! (A send's retries within `client/execute.rs` take no slot: `docs/campaigns.md`, "Known
-//! gap".)
+//! A send's retries within `client/execute.rs` take slots of their own (`client/retry_slot.rs`).
 
 use std::sync::Arc;
 

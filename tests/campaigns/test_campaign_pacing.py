@@ -43,6 +43,50 @@ def test_rate_limit_paces_the_whole_batch(client: bizmsg.Client, sender: Number)
     assert busiest <= 40, busiest
 
 
+# Retries held by a Retry-After pause: each takes a slot of the pace (they all went together
+# the moment the pause lifted, 1,296 in one second at rate_limit=1000).
+PAUSED_RATE = 200
+PAUSED_RETRIES = 60
+
+
+def inject_paused_retries(sandbox: Sandbox) -> None:
+    """The first sends are answered ``429`` with ``Retry-After: 1`` after 0.3 s: every one of
+    them is retried when the pause lifts."""
+    sandbox.inject("send", status=429, headers={"Retry-After": "1"}, delay=0.3,
+                   times=PAUSED_RETRIES)
+
+
+def check_paced_through_the_pause(sandbox: Sandbox, result: bizmsg.BulkResult,
+                                  sender: Number, count: int) -> None:
+    assert result.counts["sent"] == count, result.counts
+    line = next(s for s in sandbox.traffic()["senders"] if s["sender"] == sender.digits)
+    # Every request counts, the ones answered 429 included: none of them crowds a second.
+    assert line["busiest_second"] <= PAUSED_RATE, line
+    assert commits_by_recipient(sandbox).most_common(1)[0][1] == 1
+
+
+def test_retries_after_a_retry_after_pause_keep_the_pace(sandbox: Sandbox, client: bizmsg.Client,
+                                                          sender: Number) -> None:
+    """60 messages answered ``429`` with ``Retry-After: 1``: when the pause lifts, their
+    retries take slots of ``rate_limit`` like every other send, so no second at the service
+    holds more than the pace (before, they went at once, on top of the paced sends)."""
+    inject_paused_retries(sandbox)
+    count = 500
+    result = client.messages.send_many(messages(sender.digits, count), rate_limit=PAUSED_RATE,
+                                       concurrency=128)
+    check_paced_through_the_pause(sandbox, result, sender, count)
+
+
+async def test_retries_after_a_retry_after_pause_keep_the_pace_async(
+        sandbox: Sandbox, aclient: bizmsg.AsyncClient, sender: Number) -> None:
+    """The same on an ``AsyncClient``."""
+    inject_paused_retries(sandbox)
+    count = 500
+    result = await aclient.messages.send_many(messages(sender.digits, count),
+                                              rate_limit=PAUSED_RATE, concurrency=128)
+    check_paced_through_the_pause(sandbox, result, sender, count)
+
+
 def test_pace_auto_keeps_a_standard_sender_under_its_throughput(sender: Number) -> None:
     """``pace="auto"`` looks the sender up (STANDARD, GREEN: 60/s) and paces it, so a sandbox
     that enforces the platform's 80/s never has to refuse one: 120 messages take about two

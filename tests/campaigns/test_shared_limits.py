@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,45 @@ def test_a_retry_after_answered_to_one_process_pauses_the_others(
     else:
         # The proof that the test can fail: alone, the others did not hear of it.
         assert all(n > 30 for n in during.values()), figures
+
+
+def test_retries_after_a_retry_after_pause_keep_the_shared_pace(redis_server: RedisServer) -> None:
+    """A campaign under shared limits whose first 60 sends are answered ``429`` with
+    ``Retry-After: 1``: their retries take slots of the shared pace (``rate_limit=200``) like
+    every other send, so no second at the service holds more than the pace (before: 260)."""
+    rate, count = 200, 500
+    with Sandbox(seed_data=seed_data()) as sandbox, \
+            sandbox.client(shared_limits=redis_server.url) as client:
+        sandbox.inject("send", status=429, headers={"Retry-After": "1"}, delay=0.3, times=60)
+        result = client.messages.send_many(rows(SENDERS[0], count), rate_limit=rate,
+                                           concurrency=128)
+        report = sandbox.traffic()
+    line = of_sender(report, SENDERS[0])
+    assert result.counts["sent"] == count, result.counts
+    assert line["busiest_second"] <= rate and report["repeated_recipients"] == 0, report
+
+
+def test_single_sends_retried_after_a_429_keep_the_numbers_pace(
+        redis_server: RedisServer) -> None:
+    """64 threads of a web worker send single messages from one STANDARD number under shared
+    limits; the first 100 requests are answered ``429`` (no ``Retry-After``: each is retried
+    after its backoff). Each retry takes a slot of the number's pace like a first attempt, so
+    the busiest second stays under the number's ceiling (before: 124 where the ceiling is
+    80, the retries going out on top of the paced sends)."""
+    threads, count, refused = 64, 150, 100
+    template = bizmsg.Template(name="promo", parameters=["x"], language="en")
+    # Retries enough for a send answered 429 several times in a row.
+    with Sandbox(seed_data=seed_data(), max_logged_requests=0) as sandbox, \
+            sandbox.client(shared_limits=redis_server.url, max_retries=refused) as client:
+        sandbox.inject("send", status=429, times=refused)
+        with ThreadPoolExecutor(threads) as pool:
+            sent = list(pool.map(
+                lambda i: client.messages.send(to=f"86139{i:08d}", from_=SENDERS[0],
+                                               template=template),
+                range(count)))
+        line = of_sender(sandbox.traffic(), SENDERS[0])
+    assert len(sent) == count
+    assert line["busiest_second"] <= STANDARD_CEILING and line["throttled"] == 0, line
 
 
 # -- Redis lost mid-campaign ------------------------------------------------------------------------

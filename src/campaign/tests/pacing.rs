@@ -1,107 +1,111 @@
 //! A campaign's pacing against the send itself: a pair spaced while a message waits for its
-//! slot is waited for before it is sent.
+//! slot is waited for before it is sent; a retry whose slot the store cannot give is not made.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
 use super::*;
+use crate::campaign::handle::Control;
+use crate::campaign::send::{send_one, Context, Finished, Ready};
+use crate::campaign::Identity;
+use crate::error::{Error, Result};
+use crate::limits::{LimitsStore, Scope, Slot, TierCount};
 
-/// Shared limits where another process spaces the message's pair (its pair-rate code) while
-/// the message waits for its pacing slot: after the slot, the pair is checked again, waited
-/// for, and a new slot taken; the request leaves only then. Before the fix the pair was checked
-/// only before the pacing wait, which can be seconds long: the message went out into a pair
-/// the platform had just refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
+/// A shared store that answers from a script: the n-th slot asked for (`slot`: a wait, or a
+/// failure), the n-th pair check (`pair`: how long the pair is spaced). It records what the
+/// send asked of it.
+struct Scripted {
+    slot: fn(usize) -> Result<Duration>,
+    pair: fn(usize) -> Duration,
+    asked: Mutex<Vec<&'static str>>,
+    slots: AtomicUsize,
+    pair_checks: AtomicUsize,
+}
 
-    use futures::future::BoxFuture;
-
-    use crate::campaign::handle::Control;
-    use crate::campaign::send::{send_one, Context, Ready};
-    use crate::campaign::Identity;
-    use crate::error::Result;
-    use crate::limits::{LimitsStore, Scope, Slot, TierCount};
-
-    /// A shared store in which the pair is spaced (200 ms) by the time the first pacing wait
-    /// ends, and free otherwise; it records what the send asked of it.
-    #[derive(Default)]
-    struct SpacedDuringPacing {
-        asked: Mutex<Vec<&'static str>>,
-        pair_checks: AtomicUsize,
+impl Scripted {
+    fn new(slot: fn(usize) -> Result<Duration>, pair: fn(usize) -> Duration) -> Arc<Self> {
+        Arc::new(Scripted {
+            slot,
+            pair,
+            asked: Mutex::new(Vec::new()),
+            slots: AtomicUsize::new(0),
+            pair_checks: AtomicUsize::new(0),
+        })
     }
 
-    impl SpacedDuringPacing {
-        fn note(&self, what: &'static str) {
-            self.asked.lock().unwrap().push(what);
-        }
+    fn note(&self, what: &'static str) {
+        self.asked.lock().unwrap().push(what);
     }
+}
 
-    impl LimitsStore for SpacedDuringPacing {
-        fn admit<'a>(
-            &'a self,
-            _slot: Slot<'a>,
-            _deadline: Option<std::time::Instant>,
-        ) -> BoxFuture<'a, Result<()>> {
-            self.note("slot");
-            Box::pin(async {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                Ok(())
-            })
-        }
-        fn pause<'a>(&'a self, _scope: Scope<'a>, _wait: Duration) -> BoxFuture<'a, Result<()>> {
-            Box::pin(std::future::ready(Ok(())))
-        }
-        fn space_pair<'a>(
-            &'a self,
-            _sender: &'a str,
-            _recipient: &'a str,
-            _cap: Duration,
-        ) -> BoxFuture<'a, Result<Duration>> {
-            Box::pin(std::future::ready(Ok(Duration::ZERO)))
-        }
-        fn pair_wait<'a>(
-            &'a self,
-            _sender: &'a str,
-            _recipient: &'a str,
-        ) -> BoxFuture<'a, Result<Duration>> {
-            let check = self.pair_checks.fetch_add(1, Ordering::SeqCst);
-            let wait = if check == 1 {
-                self.note("pair spaced");
-                Duration::from_millis(200)
-            } else {
-                self.note("pair free");
-                Duration::ZERO
-            };
-            Box::pin(std::future::ready(Ok(wait)))
-        }
-        fn count_recipients<'a>(
-            &'a self,
-            _account: &'a str,
-            _limit: u64,
-            _recipients: &'a [u64],
-        ) -> BoxFuture<'a, Result<TierCount>> {
-            Box::pin(std::future::ready(Ok(TierCount {
-                verdicts: Vec::new(),
-                unique: 0,
-            })))
-        }
-        fn is_shared(&self) -> bool {
-            true
-        }
+impl LimitsStore for Scripted {
+    fn admit<'a>(
+        &'a self,
+        _slot: Slot<'a>,
+        _deadline: Option<std::time::Instant>,
+    ) -> BoxFuture<'a, Result<()>> {
+        let answer = (self.slot)(self.slots.fetch_add(1, Ordering::SeqCst));
+        self.note(if answer.is_ok() { "slot" } else { "no slot" });
+        Box::pin(async move {
+            tokio::time::sleep(answer?).await;
+            Ok(())
+        })
     }
+    fn pause<'a>(&'a self, _scope: Scope<'a>, _wait: Duration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn space_pair<'a>(
+        &'a self,
+        _sender: &'a str,
+        _recipient: &'a str,
+        _cap: Duration,
+    ) -> BoxFuture<'a, Result<Duration>> {
+        Box::pin(std::future::ready(Ok(Duration::ZERO)))
+    }
+    fn pair_wait<'a>(
+        &'a self,
+        _sender: &'a str,
+        _recipient: &'a str,
+    ) -> BoxFuture<'a, Result<Duration>> {
+        let wait = (self.pair)(self.pair_checks.fetch_add(1, Ordering::SeqCst));
+        self.note(if wait.is_zero() {
+            "pair free"
+        } else {
+            "pair spaced"
+        });
+        Box::pin(std::future::ready(Ok(wait)))
+    }
+    fn count_recipients<'a>(
+        &'a self,
+        _account: &'a str,
+        _limit: u64,
+        _recipients: &'a [u64],
+    ) -> BoxFuture<'a, Result<TierCount>> {
+        Box::pin(std::future::ready(Ok(TierCount {
+            verdicts: Vec::new(),
+            unique: 0,
+        })))
+    }
+    fn is_shared(&self) -> bool {
+        true
+    }
+}
 
-    let (sandbox, client, sender) = setup().await;
-    let store = Arc::new(SpacedDuringPacing::default());
+/// Sends one message from `sender` through `client`, paced by `store`.
+async fn send_paced_by(client: Client, store: &Arc<Scripted>, sender: &str) -> Finished<()> {
     let context = Arc::new(Context {
         client,
         call: CallOptions::default(),
         control: Arc::new(Control::new()),
-        limits: Arc::clone(&store) as Arc<dyn LimitsStore>,
-        rate: Some(("pair-test".to_owned(), 10.0)),
+        limits: Arc::clone(store) as Arc<dyn LimitsStore>,
+        rate: Some(("pacing-test".to_owned(), 10.0)),
         journal: None,
     });
-    let prepared = Prepared::new(&message("8613800138000", &sender), None).unwrap();
+    let prepared = Prepared::new(&message("8613800138000", sender), None).unwrap();
     let ready = Ready {
         index: 0,
         payload: (),
@@ -110,11 +114,27 @@ async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
             occurrence: 0,
         },
         prepared,
-        key: "pair-test-0".to_owned(),
+        key: "pacing-test-0".to_owned(),
         pace: None,
         dispatch: false,
     };
-    let finished = send_one(context, ready).await;
+    send_one(context, ready).await
+}
+
+/// Shared limits where another process spaces the message's pair (its pair-rate code) while
+/// the message waits for its pacing slot: after the slot, the pair is checked again, waited
+/// for, and a new slot taken; the request leaves only then. Before the fix the pair was checked
+/// only before the pacing wait, which can be seconds long: the message went out into a pair
+/// the platform had just refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
+    // Spaced (200 ms) by the time the first pacing wait (50 ms) ends, and free otherwise.
+    let store = Scripted::new(
+        |_| Ok(Duration::from_millis(50)),
+        |check| Duration::from_millis(if check == 1 { 200 } else { 0 }),
+    );
+    let (sandbox, client, sender) = setup().await;
+    let finished = send_paced_by(client, &store, &sender).await;
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
         *store.asked.lock().unwrap(),
@@ -129,4 +149,62 @@ async fn a_pair_spaced_during_the_pacing_wait_is_waited_for_before_the_send() {
         ]
     );
     assert_eq!(sandbox.stats().accepted, 1);
+}
+
+/// The first slot is given; the store fails for every one after (Redis gone).
+fn first_slot_only(n: usize) -> Result<Duration> {
+    match n {
+        0 => Ok(Duration::ZERO),
+        _ => Err(Error::SharedState("the store went away".to_owned())),
+    }
+}
+
+/// A message answered `429` is retried within the attempt loop; its retry takes a slot of its
+/// pace first. When the store cannot give one, the retry is not made: the campaign stops for
+/// the store's failure, and the message, whose first request reached the service, is in doubt
+/// (conservatively, as a fenced send is). Before the fix the retry went without a slot, and
+/// with every other retry the pause held, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_slot_the_store_cannot_give_is_not_made() {
+    let store = Scripted::new(first_slot_only, |_| Duration::ZERO);
+    let (sandbox, client, sender) = setup().await;
+    sandbox.inject(
+        crate::sandbox::Route::Send,
+        crate::sandbox::Fault {
+            status: Some(429),
+            ..crate::sandbox::Fault::default()
+        },
+    );
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        ["pair free", "slot", "pair free", "no slot"]
+    );
+    assert_eq!(finished.outcome.status, Status::Unknown);
+    assert!(matches!(finished.failure, Some(Error::SharedState(_))));
+    let stats = sandbox.stats();
+    assert_eq!((stats.sends, stats.accepted), (1, 0));
+}
+
+/// The same when no attempt reached the service (nothing listens): the message was not sent,
+/// and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_not_made_after_an_attempt_that_never_left_is_not_sent() {
+    let store = Scripted::new(first_slot_only, |_| Duration::ZERO);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let client = Client::new(ClientConfig::new(
+        format!("http://127.0.0.1:{port}"),
+        TokenSource::Static("t".to_owned()),
+    ))
+    .unwrap();
+    let finished = send_paced_by(client, &store, "14155550100").await;
+    assert_eq!(finished.outcome.status, Status::Failed);
+    assert!(
+        matches!(&finished.outcome.error, Some(Error::SharedState(why)) if why.contains("went away")),
+        "{:?}",
+        finished.outcome.error
+    );
+    assert!(matches!(finished.failure, Some(Error::SharedState(_))));
 }

@@ -1,0 +1,113 @@
+//! Single sends under shared limits (`shared_limits=`): paced with the campaigns on the same
+//! senders, each retry included (`client/retry_slot.rs`), and counted against their accounts'
+//! tiers.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::client::{CallOptions, Client, RetrySlot, SendProgress};
+use crate::error::Result;
+use crate::limits::{Departure, LimitsStore, Slot};
+use crate::wire::SendRequest;
+
+/// What a single send took from the shared limits before its first attempt.
+pub(super) struct SharedSlot {
+    limits: Arc<dyn LimitsStore>,
+    /// Its sender's pace, when the sender is paced.
+    pace: Option<f64>,
+    /// The account and tier its recipient counts against once sent (`count_recipient`).
+    pub(super) tier: Option<(String, u64)>,
+}
+
+impl SharedSlot {
+    /// The progress of the send of `request`: its retries take slots of the same pace.
+    pub(super) fn progress_of(&self, request: &Arc<SendRequest>) -> SendProgress {
+        SendProgress::default().with_retry_slot(Arc::new(SingleSendRetrySlot {
+            limits: Arc::clone(&self.limits),
+            request: Arc::clone(request),
+            pace: self.pace,
+        }))
+    }
+}
+
+struct SingleSendRetrySlot {
+    limits: Arc<dyn LimitsStore>,
+    request: Arc<SendRequest>,
+    pace: Option<f64>,
+}
+
+impl RetrySlot for SingleSendRetrySlot {
+    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
+        Box::pin(async move {
+            let from = self.request.from.as_str();
+            let slot = Slot {
+                sender: self.pace.map(|pace| (from, pace)),
+                campaign: None,
+            };
+            let waiting = crate::limits::Waiting::start(from);
+            let taken = self.limits.admit_then(slot, deadline, None).await;
+            drop(waiting);
+            taken
+        })
+    }
+}
+
+impl Client {
+    /// Under shared limits, a single send waits for a slot of its sender's pace (and for any
+    /// pause of the service or the sender), within the call's own total timeout. `None`
+    /// without shared limits.
+    pub(super) async fn take_shared_slot(
+        &self,
+        from: &str,
+        call: &CallOptions,
+    ) -> Result<Option<SharedSlot>> {
+        let Some(limits) = self.shared_limits() else {
+            return Ok(None);
+        };
+        let total = call
+            .timeout
+            .and_then(|timeout| timeout.total)
+            .or(self.timeout().total);
+        let deadline = total.and_then(|total| std::time::Instant::now().checked_add(total));
+        let facts = self
+            .sender_paces()
+            .of(from, limits.as_ref(), deadline, || {
+                super::directory::sender_facts(self, call)
+            })
+            .await?;
+        let slot = Slot {
+            sender: facts.pace.map(|pace| (from, pace)),
+            campaign: None,
+        };
+        let waiting = crate::limits::Waiting::start(from);
+        let admitted = limits.admit(slot, deadline).await;
+        drop(waiting);
+        admitted?;
+        Ok(Some(SharedSlot {
+            limits,
+            pace: facts.pace,
+            tier: facts.account.zip(facts.limit),
+        }))
+    }
+
+    /// A single send that was sent counts its recipient against its sender's account's tier,
+    /// as a campaign's messages do (a campaign after it then knows the account's room). The
+    /// message is sent: a store that fails now only costs the count, said in a warning.
+    pub(super) async fn count_recipient(&self, tier: Option<(String, u64)>, to: &str) {
+        let (Some(limits), Some((account, limit))) = (self.shared_limits(), tier) else {
+            return;
+        };
+        let recipient = to.parse().unwrap_or(u64::MAX);
+        if let Err(error) = limits.count_recipients(&account, limit, &[recipient]).await {
+            let to = crate::masking::mask_phone(to);
+            log::warn!(
+                target: "bizmsg",
+                to = to.as_str(),
+                account = account.as_str();
+                "a message to {to} was sent but not counted against the messaging tier of account \
+                 {account}: {error}",
+            );
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! A campaign message's retries within the attempt loop take slots of the same paces as its
+//! first attempt: its sender's (`pace="auto"`) and its campaign's (`rate_limit=`), through the
+//! campaign's limits store (`client/retry_slot.rs` says why).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::Context;
+use crate::client::RetrySlot;
+use crate::error::Result;
+use crate::limits::{Departure, Slot};
+use crate::wire::SendRequest;
+
+pub(super) struct CampaignRetrySlot {
+    pub(super) context: Arc<Context>,
+    pub(super) request: Arc<SendRequest>,
+    /// Its sender's pace, when paced.
+    pub(super) pace: Option<f64>,
+}
+
+impl RetrySlot for CampaignRetrySlot {
+    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
+        Box::pin(async move {
+            let from = self.request.from.as_str();
+            let slot = Slot {
+                sender: self.pace.map(|pace| (from, pace)),
+                campaign: self
+                    .context
+                    .rate
+                    .as_ref()
+                    .map(|(name, rate)| (name.as_str(), *rate)),
+            };
+            let waiting = crate::limits::Waiting::start(from);
+            let taken = self.context.limits.admit_then(slot, deadline, None).await;
+            drop(waiting);
+            taken
+        })
+    }
+}

@@ -1,0 +1,19 @@
+//! The pace of a send's retries. A paced send (a campaign's message, a single send under shared
+//! limits) takes a slot before its first attempt; the attempt loop (`execute.rs`) may then send
+//! it again (a `429` or `503`, a `5xx`, a refreshed token, a stale connection). Every such
+//! attempt is a request the platform counts against the pace, so each takes a slot of its own
+//! first: were they sent as they came, the retries held by a `Retry-After` pause would all go
+//! the moment it lifted, on top of the paced sends (1,296 in one second at `rate_limit=1000`
+//! in the reproduction of `tests/campaigns/test_retry_pace.py`).
+
+use futures::future::BoxFuture;
+
+use crate::error::Result;
+use crate::limits::Departure;
+
+/// Takes a slot of a send's pace for an attempt after its first.
+pub(crate) trait RetrySlot: Send + Sync {
+    /// Waits for the slot (and for every pause that holds the send), no later than `deadline`
+    /// when the store can tell. Its `Departure` is told when the attempt's request is written.
+    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>>;
+}
