@@ -99,9 +99,11 @@ class NativeClient:
         unreachable_for: float,
         timeout: Any,
         max_retries: int | None,
+        in_loop: bool = False,
     ) -> CampaignRun:
         """Starts a campaign on the shared runtime; raises ``ValidationError`` for bad options
-        and ``ClientClosedError`` on a closed client."""
+        and ``ClientClosedError`` on a closed client. ``in_loop``: called in a running event
+        loop, whose context the campaign's callbacks into Python (an async token) run in."""
 
     def planner(
         self,

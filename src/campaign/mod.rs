@@ -45,6 +45,7 @@ mod waiting;
 
 pub use crate::api::Directory;
 pub use crate::platform::{tier_limit, verdict, Sender, Verdict};
+pub use engine::CampaignScope;
 pub use handle::{Campaign, Event, Options, Stop, Stopper, Summary, Warning, DEFAULT_LEASE};
 pub use in_flight::messages_in_flight;
 pub use journal::{

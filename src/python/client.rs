@@ -437,7 +437,7 @@ impl NativeClient {
     }
 
     /// Starts a campaign (`send_many`); the Python driver feeds and polls the run.
-    #[pyo3(signature = (*, concurrency, rate_limit, pace, stop_on_error, dedupe, journal, campaign_id, resend_unknown, enforce_tier, lease, unreachable_after, unreachable_for, timeout, max_retries))]
+    #[pyo3(signature = (*, concurrency, rate_limit, pace, stop_on_error, dedupe, journal, campaign_id, resend_unknown, enforce_tier, lease, unreachable_after, unreachable_for, timeout, max_retries, in_loop=false))]
     #[allow(clippy::too_many_arguments)]
     fn campaign<'py>(
         &self,
@@ -456,6 +456,7 @@ impl NativeClient {
         unreachable_for: f64,
         timeout: Bound<'py, PyAny>,
         max_retries: Bound<'py, PyAny>,
+        in_loop: bool,
     ) -> PyResult<CampaignRun> {
         let options = campaign_options(CampaignArgs {
             concurrency: &concurrency,
@@ -477,7 +478,13 @@ impl NativeClient {
         if self.client.is_closed() {
             return Err(to_py(py, Error::Closed));
         }
-        CampaignRun::start(self.client.clone(), options).map_err(|e| to_py(py, e))
+        // An async caller's campaign calls back into Python on the caller's loop.
+        let locals = if in_loop {
+            Some(super::loop_handoff::running_locals(py)?)
+        } else {
+            None
+        };
+        CampaignRun::start(self.client.clone(), options, locals).map_err(|e| to_py(py, e))
     }
 
     /// A campaign's preflight: looks the senders up (one account listing), then checks what

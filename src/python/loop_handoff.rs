@@ -290,6 +290,12 @@ fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         .call0()
 }
 
+/// The running loop's and contextvars' locals, for a task that outlives the call that starts
+/// it (an async campaign's) and calls back into Python (an async token callable).
+pub(crate) fn running_locals(py: Python<'_>) -> PyResult<TaskLocals> {
+    TaskLocals::new(running_loop(py)?).copy_context(py)
+}
+
 /// Runs `future` on the shared runtime and returns an asyncio future of the running loop that
 /// gets its reply. Cancelling the awaiting task aborts `future`.
 pub(crate) fn awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>

@@ -353,3 +353,32 @@ async def test_outcome_statuses_are_counted(aclient: bizmsg.AsyncClient, sender:
     assert result.counts == {"sent": 1, "rejected": 1, "unknown": 0, "failed": 1, "skipped": 0}
     assert Counter(r["status"] for r in result.to_records()) == {"sent": 1, "rejected": 1,
                                                                  "failed": 1}
+
+
+# --- an async token callable --------------------------------------------------------------------
+
+
+async def test_a_campaign_awaits_an_async_token_callable_on_the_callers_loop(
+        sandbox: Sandbox, sender: Number) -> None:
+    """``send_many`` and ``send_many_iter`` of an ``AsyncClient`` built with an ``async def``
+    token: the token's coroutine runs on the caller's loop, and after a ``401`` a fresh one is
+    awaited (before, every message failed: "the token callable is async; Client needs a plain
+    callable")."""
+    caller = asyncio.get_running_loop()
+    loops: list[asyncio.AbstractEventLoop] = []
+    tokens = iter(["stale"])
+
+    async def token() -> str:
+        await asyncio.sleep(0)
+        loops.append(asyncio.get_running_loop())
+        return next(tokens, sandbox.token)
+
+    async with bizmsg.AsyncClient(token, base_url=sandbox.base_url) as client:
+        result = await client.messages.send_many(messages(sender.digits, 5), concurrency=1)
+        streamed = [o async for o in client.messages.send_many_iter(
+            messages(sender.digits, 5, start=5))]
+    assert result.counts["sent"] == 5, result
+    assert [o.status for o in streamed] == ["sent"] * 5
+    assert loops and all(loop is caller for loop in loops)
+    assert [r["status"] for r in sandbox.requests()][:2] == [401, 200]
+    assert commits_by_recipient(sandbox).most_common(1)[0][1] == 1

@@ -93,9 +93,11 @@ def resolve(given: Mapping[str, object], keywords: type[PlanOptions],
     return {name: given.get(name, _DEFAULTS[name]) for name in names}
 
 
-def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> _native.CampaignRun:
+def start_campaign(native: _native.NativeClient, options: Mapping[str, Any], *,
+                   in_loop: bool = False) -> _native.CampaignRun:
     """Starts the Rust campaign with resolved ``options`` (raises ``ValidationError`` for a bad
-    one, before anything is read or sent)."""
+    one, before anything is read or sent). ``in_loop``: started by an ``AsyncClient`` in a
+    running event loop, where its sends call back into Python (an async token callable)."""
     if not isinstance(options["stop_on_sigterm"], bool):
         raise ValidationError(f"invalid stop_on_sigterm: must be True or False, got "
                               f"{options['stop_on_sigterm']!r}", field="stop_on_sigterm")
@@ -110,6 +112,7 @@ def start_campaign(native: _native.NativeClient, options: Mapping[str, Any]) -> 
         unreachable_for=_required_seconds("unreachable_for", options["unreachable_for"]),
         timeout=call_timeout(options["timeout"]),
         max_retries=options["max_retries"],
+        in_loop=in_loop,
     )
 
 

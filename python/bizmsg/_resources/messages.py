@@ -185,7 +185,7 @@ class AsyncMessages(Resource):
         resolved = resolve(options, CampaignOptions, "AsyncMessages.send_many")
         if dry_run:
             return await self._plan(messages, resolved)
-        run = start_campaign(self._native, resolved)
+        run = start_campaign(self._native, resolved, in_loop=True)
         from .._campaign import drivers
 
         return await drivers.send_many_async(run, messages, resolved)
@@ -209,7 +209,7 @@ class AsyncMessages(Resource):
                        ) -> AsyncIterator[_native.SendOutcome]:
         """``async for`` over each outcome as it completes (see :meth:`send_many`)."""
         resolved = resolve(options, CampaignOptions, "AsyncMessages.send_many_iter")
-        run = start_campaign(self._native, resolved)
+        run = start_campaign(self._native, resolved, in_loop=_loop_running())
         from .._campaign import drivers
 
         return drivers.send_many_iter_async(run, messages, resolved)
@@ -256,3 +256,15 @@ class AsyncMessages(Resource):
             timeout=call_timeout(timeout), max_retries=max_retries,
             idempotency_key=idempotency_key,
         )
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs in this thread (``send_many_iter`` is a plain method: it may
+    be called before the loop that iterates it runs)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

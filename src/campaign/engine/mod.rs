@@ -105,6 +105,10 @@ fn evicting_store(policy: &str, enforcing_tier: bool) -> Result<()> {
     Ok(())
 }
 
+/// What a campaign's task runs within (the caller's context, for what the sends call back into:
+/// an async token callable needs its caller's event loop). The sends run inside that one task.
+pub type CampaignScope = Box<dyn FnOnce(BoxFuture<'static, ()>) -> BoxFuture<'static, ()> + Send>;
+
 impl<P: Send + 'static> Campaign<P> {
     /// Starts the campaign on `runtime`. The first event asks for input.
     pub fn start(
@@ -112,16 +116,30 @@ impl<P: Send + 'static> Campaign<P> {
         options: Options,
         runtime: &tokio::runtime::Handle,
     ) -> Result<Self> {
+        Self::start_within(client, options, runtime, None)
+    }
+
+    /// `start`, its task run within `scope` when there is one.
+    pub fn start_within(
+        client: Client,
+        options: Options,
+        runtime: &tokio::runtime::Handle,
+        scope: Option<CampaignScope>,
+    ) -> Result<Self> {
         options.check(&client)?;
         let (input, input_rx) = mpsc::unbounded_channel();
         let (events_tx, events) = mpsc::unbounded_channel();
         let control = Arc::new(Control::new());
         // A traced campaign's records (its start and end, its warnings) name its span.
         let ids = client.log_ids().cloned();
-        let task = runtime.spawn(crate::client::log_ids::within(
+        let campaign: BoxFuture<'static, ()> = Box::pin(crate::client::log_ids::within(
             ids,
             run(client, options, input_rx, events_tx, Arc::clone(&control)),
         ));
+        let task = runtime.spawn(match scope {
+            Some(scope) => scope(campaign),
+            None => campaign,
+        });
         Ok(Campaign::new(input, events, control, task))
     }
 }

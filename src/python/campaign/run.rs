@@ -11,11 +11,14 @@ use pyo3::types::{PyDict, PyIterator, PyList, PyString};
 
 use super::input::prepare;
 use super::outcome::SendOutcome;
-use crate::campaign::{Campaign, Event, Input, Outcome};
+use pyo3_async_runtimes::generic::ContextExt;
+use pyo3_async_runtimes::TaskLocals;
+
+use crate::campaign::{Campaign, CampaignScope, Event, Input, Outcome};
 use crate::error::Error;
 use crate::python::errors::to_py;
 use crate::python::loop_handoff::awaitable;
-use crate::python::runtime::{runtime, wait, Reply};
+use crate::python::runtime::{runtime, wait, BizmsgRuntime, Reply};
 
 type Run = Campaign<Py<PyAny>>;
 
@@ -84,12 +87,19 @@ fn lock_delivery(delivery: &std::sync::Mutex<Delivery>) -> std::sync::MutexGuard
 }
 
 impl CampaignRun {
+    /// Starts a campaign; an async caller's (`locals`: its event loop and context) runs within
+    /// them, so that what its sends call back into Python (an async token callable, an
+    /// `on_retry` hook) runs on the caller's loop.
     pub(crate) fn start(
         client: crate::Client,
         options: crate::campaign::Options,
+        locals: Option<TaskLocals>,
     ) -> Result<Self, Error> {
         let runtime = runtime()?;
-        let run = Campaign::start(client, options, runtime.handle())?;
+        let scope = locals.map(|locals| -> CampaignScope {
+            Box::new(move |campaign| BizmsgRuntime::scope(locals, campaign))
+        });
+        let run = Campaign::start_within(client, options, runtime.handle(), scope)?;
         Ok(CampaignRun {
             stopper: run.stopper(),
             run: Arc::new(tokio::sync::Mutex::new(run)),
