@@ -101,7 +101,7 @@ impl Client {
             Ok(_) | Err(crate::error::Error::SendOutcomeUnknown(_))
         ) {
             if let Some(shared) = shared {
-                self.count_recipient(shared.tier, &request.to).await;
+                self.count_recipient(shared, &request.to).await;
             }
         }
         sent

@@ -18,6 +18,8 @@ pub(super) struct SharedSlot {
     pace: Option<f64>,
     /// The account and tier its recipient counts against once sent (`count_recipient`).
     pub(super) tier: Option<(String, u64)>,
+    /// The call's total timeout, which bounds each wait for the store.
+    total: Option<std::time::Duration>,
 }
 
 impl SharedSlot {
@@ -38,6 +40,10 @@ struct SingleSendRetrySlot {
 }
 
 impl RetrySlot for SingleSendRetrySlot {
+    fn within_call_timeout(&self) -> bool {
+        true
+    }
+
     fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
         Box::pin(async move {
             let from = self.request.from.as_str();
@@ -88,18 +94,39 @@ impl Client {
             limits,
             pace: facts.pace,
             tier: facts.account.zip(facts.limit),
+            total,
         }))
     }
 
     /// A single send that was sent counts its recipient against its sender's account's tier,
     /// as a campaign's messages do (a campaign after it then knows the account's room). The
     /// message is sent: a store that fails now only costs the count, said in a warning.
-    pub(super) async fn count_recipient(&self, tier: Option<(String, u64)>, to: &str) {
-        let (Some(limits), Some((account, limit))) = (self.shared_limits(), tier) else {
+    /// The store is waited for no longer than the call's total timeout (a store away would
+    /// otherwise hold the call for its whole `wait=`).
+    pub(super) async fn count_recipient(&self, shared: SharedSlot, to: &str) {
+        let SharedSlot {
+            limits,
+            tier: Some((account, limit)),
+            total,
+            ..
+        } = shared
+        else {
             return;
         };
-        let recipient = to.parse().unwrap_or(u64::MAX);
-        if let Err(error) = limits.count_recipients(&account, limit, &[recipient]).await {
+        let recipients = [to.parse().unwrap_or(u64::MAX)];
+        let counting = limits.count_recipients(&account, limit, &recipients);
+        let counted = match total {
+            Some(total) => tokio::time::timeout(total, counting)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(crate::error::Error::Timeout(format!(
+                        "the store did not answer within the call's {:.3}s timeout",
+                        total.as_secs_f64()
+                    )))
+                }),
+            None => counting.await,
+        };
+        if let Err(error) = counted {
             let to = crate::masking::mask_phone(to);
             log::warn!(
                 target: "bizmsg",

@@ -93,17 +93,27 @@ impl SendProgress {
     /// Before an attempt after the first: a paced send waits for a slot of its pace, which is
     /// told when this attempt's body is written. (A departure of an earlier attempt that never
     /// wrote is dropped: its place in the pace stays where it was released, which only spaces
-    /// the sends after it a little more.) `Err`: no slot (the store failed, or the call's
-    /// deadline would pass first), and the attempt must not be made; a store's failure is kept
-    /// for `slot_failure`.
-    pub(crate) async fn retry_slot(&self, deadline: Option<std::time::Instant>) -> Result<()> {
+    /// the sends after it a little more.) `Ok`: how long it waited outside the call's timeout
+    /// (`RetrySlot::within_call_timeout`), by which the call's deadline moves. `Err`: no slot
+    /// (the store failed, or the call's deadline would pass first), and the attempt must not be
+    /// made; a store's failure is kept for `slot_failure`.
+    pub(crate) async fn retry_slot(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<std::time::Duration> {
         let Some(retry_slot) = &self.retry_slot else {
-            return Ok(());
+            return Ok(std::time::Duration::ZERO);
         };
-        match retry_slot.take(deadline).await {
+        let within = retry_slot.within_call_timeout();
+        let started = std::time::Instant::now();
+        match retry_slot.take(deadline.filter(|_| within)).await {
             Ok(departure) => {
                 *crate::sync::lock(&self.departure) = (!departure.is_empty()).then_some(departure);
-                Ok(())
+                Ok(if within {
+                    std::time::Duration::ZERO
+                } else {
+                    started.elapsed()
+                })
             }
             Err(error) => {
                 if matches!(error, Error::SharedState(_)) {

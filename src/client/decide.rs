@@ -20,6 +20,10 @@ pub(crate) struct Failure<'a> {
     /// Whether the request may have reached the service: its body was handed to a connection
     /// (a request without a body counts as reached).
     pub reached: bool,
+    /// Whether an earlier attempt of the call may have been processed (its body left, and it
+    /// failed ambiguously: a stale connection's, re-sent with its key). A send that fails
+    /// after it is in doubt, however this attempt failed.
+    pub in_doubt_before: bool,
     /// Retries made so far, and how many are allowed.
     pub retries_done: u32,
     pub max_retries: u32,
@@ -57,6 +61,7 @@ pub(crate) fn decide(failure: Failure<'_>) -> Next {
         error,
         safety,
         reached,
+        in_doubt_before,
         retries_done,
         max_retries,
         may_refresh_token,
@@ -93,7 +98,7 @@ pub(crate) fn decide(failure: Failure<'_>) -> Next {
         return Next::Retry { delay, error };
     }
     Next::Fail(match send {
-        Some(send) if reached && is_ambiguous(&error) => {
+        Some(send) if in_doubt_before || (reached && is_ambiguous(&error)) => {
             // The id of the answer that made the outcome unknown, when one arrived.
             let request_id = match &error {
                 Error::Api(api) => api.request_id.clone(),
@@ -135,7 +140,7 @@ pub(crate) fn is_retryable(safety: Safety, error: &Error, reached: bool) -> bool
 /// Failures after which a send's request may or may not have been processed: no complete
 /// answer, an answer that cannot be read, or a server error other than 503 (a gateway's 502 or
 /// 504, a 500, may come after the service processed the request).
-fn is_ambiguous(error: &Error) -> bool {
+pub(crate) fn is_ambiguous(error: &Error) -> bool {
     match error {
         Error::Timeout(_)
         | Error::ConnectionBroken(_)
@@ -199,6 +204,7 @@ mod tests {
             error,
             safety,
             reached: true,
+            in_doubt_before: false,
             retries_done: 0,
             max_retries: 2,
             may_refresh_token: false,
@@ -331,5 +337,29 @@ mod tests {
             decide(gateway),
             Next::Fail(Error::SendOutcomeUnknown(_))
         ));
+    }
+
+    /// A send re-sent after its stale connection (which may have been processed) and then
+    /// stopped before the re-send left (its deadline passed while it waited for a slot): in
+    /// doubt, not "never sent". Before, the last attempt alone was judged, and the message was
+    /// `failed` while the service had accepted it.
+    #[test]
+    fn a_send_whose_earlier_attempt_may_have_arrived_stays_in_doubt() {
+        let backoff = exact();
+        let context = send();
+        let mut unsent_again = failure(Error::Timeout("total".into()), Safety::SendOnce, &backoff);
+        unsent_again.send = Some(&context);
+        unsent_again.reached = false;
+        unsent_again.in_doubt_before = true;
+        unsent_again.time_left = Some(Duration::ZERO);
+        assert!(matches!(
+            decide(unsent_again),
+            Next::Fail(Error::SendOutcomeUnknown(_))
+        ));
+        // Answered 429 before (never processed): a failure after is the failure.
+        let mut answered_before = failure(api(429), Safety::SendOnce, &backoff);
+        answered_before.send = Some(&context);
+        answered_before.retries_done = 2;
+        assert!(matches!(decide(answered_before), Next::Fail(Error::Api(_))));
     }
 }

@@ -12,7 +12,7 @@ use http::HeaderValue;
 
 use super::attempt_log::{error_type, wall_clock_at, AttemptRecord, PauseRecord};
 use super::body::BodyWatch;
-use super::decide::{decide, Failure, Next};
+use super::decide::{decide, is_ambiguous, Failure, Next};
 use super::error_body::{api_message, error_body};
 use super::operation::{Headers, Operation};
 use super::reply::Reply;
@@ -30,18 +30,18 @@ pub(crate) struct Answer {
 }
 
 /// A send's attempt that was not made (its fence refused, or its pace's store failed): never
-/// sent, unless an earlier attempt may have reached the service, in which case its outcome is
+/// sent, unless an earlier attempt may have been processed, in which case its outcome is
 /// unknown.
-fn not_attempted(operation: &Operation, error: Error, reached_before: bool) -> Error {
-    match (&operation.send, reached_before) {
+fn not_attempted(operation: &Operation, error: Error, in_doubt_before: bool) -> Error {
+    match (&operation.send, in_doubt_before) {
         (Some(send), true) => send.unknown(error, None),
         _ => error,
     }
 }
 
 /// A send its fence refused (`not_attempted`).
-fn fenced(operation: &Operation, reason: String, reached_before: bool) -> Error {
-    not_attempted(operation, Error::SharedState(reason), reached_before)
+fn fenced(operation: &Operation, reason: String, in_doubt_before: bool) -> Error {
+    not_attempted(operation, Error::SharedState(reason), in_doubt_before)
 }
 
 impl Client {
@@ -69,7 +69,7 @@ impl Client {
         // `connect` belongs to the pool, which was built with the client's value.
         timeout.connect = self.options.timeout.connect;
         // A total too large for an Instant is no deadline at all.
-        let deadline = timeout.total.and_then(|total| started.checked_add(total));
+        let mut deadline = timeout.total.and_then(|total| started.checked_add(total));
         let max_retries = call.max_retries.unwrap_or(self.options.max_retries);
         if self.shared.transport.is_closed() {
             return Err(Error::Closed);
@@ -90,9 +90,11 @@ impl Client {
             .progress
             .as_ref()
             .and_then(|progress| progress.fence());
-        // Whether an earlier attempt of this send may have reached the service: a send stopped
-        // by its fence after one did is in doubt, not unsent.
-        let mut reached_before = false;
+        // Whether an earlier attempt of this send may have been processed (it left, and failed
+        // ambiguously: only a stale connection's re-send follows such an attempt): a send that
+        // stops after one did is in doubt, not unsent. (An attempt answered 429, 503 or 401 was
+        // refused before processing, and one whose body never left did not arrive.)
+        let mut in_doubt_before = false;
         // The `error.type` of the last attempt, when the next is its retry (`attempt_counts`).
         let mut last_error_type: Option<String> = None;
         loop {
@@ -100,18 +102,22 @@ impl Client {
                 gate.wait().await;
             }
             // Sent again: a paced send takes a slot of its pace first, as its first attempt did
-            // (`retry_slot.rs`). A store that cannot give one stops the send here.
+            // (`retry_slot.rs`). A store that cannot give one stops the send here. A wait that
+            // is not the call's (a campaign's pace, as its first slot's) moves its deadline.
             if attempt > 1 {
                 if let Some(progress) = &operation.progress {
-                    if let Err(error) = progress.retry_slot(deadline).await {
-                        return Err(not_attempted(operation, error, reached_before));
+                    match progress.retry_slot(deadline).await {
+                        Ok(waited) => {
+                            deadline = deadline.and_then(|deadline| deadline.checked_add(waited));
+                        }
+                        Err(error) => return Err(not_attempted(operation, error, in_doubt_before)),
                     }
                 }
             }
             // A send its caller may no longer make (a campaign run whose claims were taken
             // over) is not attempted; the body's own check covers what happens from here.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
-                return Err(fenced(operation, reason, reached_before));
+                return Err(fenced(operation, reason, in_doubt_before));
             }
             // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
@@ -223,14 +229,16 @@ impl Client {
             // may send it.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
                 if watch.as_ref().is_some_and(BodyWatch::claim_unsent) {
-                    return Err(fenced(operation, reason, reached_before));
+                    return Err(fenced(operation, reason, in_doubt_before));
                 }
             }
-            reached_before |= watch.as_ref().is_some_and(|watch| !watch.claim_unsent());
+            let reached = watch.as_ref().is_none_or(|watch| !watch.claim_unsent());
+            let in_doubt_now = reached && is_ambiguous(&error);
             let next = decide(Failure {
                 error,
                 safety: operation.safety(),
-                reached: watch.as_ref().is_none_or(|watch| !watch.claim_unsent()),
+                reached,
+                in_doubt_before,
                 retries_done,
                 max_retries,
                 may_refresh_token: self.shared.token.can_refresh() && !token_refreshed,
@@ -240,6 +248,7 @@ impl Client {
                 idempotent_sends: self.shared.idempotent_sends,
                 stale_retried,
             });
+            in_doubt_before |= in_doubt_now;
             match next {
                 Next::RefreshToken => {
                     token_refreshed = true;

@@ -13,6 +13,12 @@ use crate::limits::Departure;
 
 /// Takes a slot of a send's pace for an attempt after its first.
 pub(crate) trait RetrySlot: Send + Sync {
+    /// Whether the wait for the slot is part of the call's total timeout. A single send's is,
+    /// as its first slot's is bounded by it. A campaign message's is not, as its first slot's
+    /// is not: its retry waits behind the slots the campaign's other messages reserved (with
+    /// 64 in flight at 2 a second, 32 s), and the attempts after it keep their whole time.
+    fn within_call_timeout(&self) -> bool;
+
     /// Waits for the slot (and for every pause that holds the send), no later than `deadline`
     /// when the store can tell. Its `Departure` is told when the attempt's request is written.
     fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>>;

@@ -87,6 +87,19 @@ async def test_retries_after_a_retry_after_pause_keep_the_pace_async(
     check_paced_through_the_pause(sandbox, result, sender, count)
 
 
+def test_a_retry_waiting_behind_the_campaigns_slots_keeps_its_whole_timeout(
+        sandbox: Sandbox, client: bizmsg.Client, sender: Number) -> None:
+    """64 messages in flight at ``rate_limit=20`` reserve slots 3 s ahead; the first is answered
+    ``429`` and its retry waits for a slot behind them. That wait is the campaign's pace, not
+    the call's: with ``timeout=1`` the retry still goes, and every message is sent (the review
+    of the paced retries found it ``failed`` on its timeout)."""
+    sandbox.inject("send", status=429, times=1)
+    result = client.messages.send_many(messages(sender.digits, 64), rate_limit=20,
+                                       concurrency=64, timeout=1.0)
+    assert result.counts["sent"] == 64, [(o.index, o.status, str(o.error)) for o in result
+                                         if o.status != "sent"]
+
+
 def test_pace_auto_keeps_a_standard_sender_under_its_throughput(sender: Number) -> None:
     """``pace="auto"`` looks the sender up (STANDARD, GREEN: 60/s) and paces it, so a sandbox
     that enforces the platform's 80/s never has to refuse one: 120 messages take about two

@@ -20,6 +20,10 @@ pub(super) struct CampaignRetrySlot {
 }
 
 impl RetrySlot for CampaignRetrySlot {
+    fn within_call_timeout(&self) -> bool {
+        false
+    }
+
     fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
         Box::pin(async move {
             let from = self.request.from.as_str();

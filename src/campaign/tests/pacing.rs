@@ -161,9 +161,9 @@ fn first_slot_only(n: usize) -> Result<Duration> {
 
 /// A message answered `429` is retried within the attempt loop; its retry takes a slot of its
 /// pace first. When the store cannot give one, the retry is not made: the campaign stops for
-/// the store's failure, and the message, whose first request reached the service, is in doubt
-/// (conservatively, as a fenced send is). Before the fix the retry went without a slot, and
-/// with every other retry the pause held, at once.
+/// the store's failure, and the message is not sent (a `429` is answered before processing,
+/// so its first request is no doubt). Before the fix the retry went without a slot, and with
+/// every other retry the pause held, at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_whose_slot_the_store_cannot_give_is_not_made() {
     let store = Scripted::new(first_slot_only, |_| Duration::ZERO);
@@ -180,7 +180,8 @@ async fn a_retry_whose_slot_the_store_cannot_give_is_not_made() {
         *store.asked.lock().unwrap(),
         ["pair free", "slot", "pair free", "no slot"]
     );
-    assert_eq!(finished.outcome.status, Status::Unknown);
+    assert_eq!(finished.outcome.status, Status::Failed);
+    assert!(matches!(&finished.outcome.error, Some(Error::SharedState(_))));
     assert!(matches!(finished.failure, Some(Error::SharedState(_))));
     let stats = sandbox.stats();
     assert_eq!((stats.sends, stats.accepted), (1, 0));
