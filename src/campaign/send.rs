@@ -15,7 +15,7 @@ mod dispatch;
 mod retry_slot;
 
 use self::dispatch::{Dispatch, Settled};
-use self::retry_slot::CampaignRetrySlot;
+use self::retry_slot::{CampaignRetrySlot, STOPPED_BEFORE_RETRY};
 use super::handle::{Control, ABANDON, RUN};
 use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
 use super::keys::retry_key;
@@ -389,9 +389,13 @@ async fn attempt(
         // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
         let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
         let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits
-            .admit_then(slot, None, dispatch.before_release())
-            .await;
+        // A stop while it waits for its slot: not sent (a journal's dispatch write, if it was
+        // under way, is followed by the outcome's, which says so).
+        let admitted = tokio::select! {
+            biased;
+            admitted = limits.admit_then(slot, None, dispatch.before_release()) => admitted,
+            () = stopped() => return Attempted::stopped_before_sending(key),
+        };
         drop(waiting);
         let departure = match admitted {
             Ok(departure) => departure,
@@ -445,6 +449,10 @@ async fn attempt(
         // does when the first slot cannot be (the result says whether an attempt went).
         if let Some(failure) = progress.slot_failure() {
             return Attempted::failed(result, key, failure);
+        }
+        // Stopped while its retry waited for a slot: not sent (in doubt, were it perhaps).
+        if matches!(&result, Err(Error::Campaign(why)) if why == STOPPED_BEFORE_RETRY) {
+            return Attempted::stopped_before_sending(key);
         }
         if let (Err(Error::SharedState(refusal)), Some(fence)) = (&result, fence) {
             match fence.check() {

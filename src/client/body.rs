@@ -60,6 +60,9 @@ pub(crate) struct SendProgress {
     retry_slot: Option<Arc<dyn RetrySlot>>,
     /// Why a retry's slot could not be taken (its store failed): the send stopped there.
     slot_failure: std::sync::Mutex<Option<Error>>,
+    /// An attempt may have been processed (it left, and failed ambiguously): whatever the
+    /// current attempt does, the send is in doubt if given up.
+    in_doubt: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for SendProgress {
@@ -155,9 +158,17 @@ impl SendProgress {
         self.attempt(None);
     }
 
-    /// Whether the send, given up now, provably never left: no attempt began, or the current
-    /// one's body was never taken (and now never will be).
+    /// An attempt of this send may have been processed (`execute.rs`'s `in_doubt_before`).
+    pub(crate) fn in_doubt(&self) {
+        self.in_doubt.store(true, Ordering::Release);
+    }
+
+    /// Whether the send, given up now, provably never left: no attempt may have been processed,
+    /// and the current one's body, if one began, was never taken (and now never will be).
     pub(crate) fn claim_never_left(&self) -> bool {
+        if self.in_doubt.load(Ordering::Acquire) {
+            return false;
+        }
         match crate::sync::lock(&self.watch).as_ref() {
             None => true,
             Some(watch) => watch.claim_unsent(),

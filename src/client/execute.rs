@@ -248,11 +248,22 @@ impl Client {
                 idempotent_sends: self.shared.idempotent_sends,
                 stale_retried,
             });
-            in_doubt_before |= in_doubt_now;
+            if in_doubt_now && !in_doubt_before {
+                in_doubt_before = true;
+                // A caller that gives the send up midway must know it too.
+                if let Some(progress) = &operation.progress {
+                    progress.in_doubt();
+                }
+            }
             match next {
                 Next::RefreshToken => {
                     token_refreshed = true;
-                    authorization = self.token(true, deadline).await?;
+                    // A provider that fails now stops the send: in doubt if an earlier attempt
+                    // may have been processed.
+                    authorization = self
+                        .token(true, deadline)
+                        .await
+                        .map_err(|error| not_attempted(operation, error, in_doubt_before))?;
                 }
                 Next::Retry { delay, error } => {
                     retries_done += 1;

@@ -64,8 +64,10 @@ impl TokenProvider for PyTokenProvider {
                 if out.hasattr("__await__").map_err(failed)? {
                     let Some(locals) = BizmsgRuntime::get_task_locals() else {
                         return Err(Error::Configuration(
-                            "the token callable is async; Client needs a plain callable (use \
-                             AsyncClient for async token callables)"
+                            "the token callable is async, and this call has no event loop to await \
+                             it on: a Client needs a plain callable (use AsyncClient), and an \
+                             AsyncClient's send_many_iter must be called inside the running \
+                             loop that iterates it"
                                 .to_owned(),
                         ));
                     };

@@ -7,10 +7,14 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::Context;
+use crate::campaign::handle::RUN;
 use crate::client::RetrySlot;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::{Departure, Slot};
 use crate::wire::SendRequest;
+
+/// Why a retry was not made: the campaign stopped while it waited for its slot.
+pub(super) const STOPPED_BEFORE_RETRY: &str = "not sent again: the campaign stopped";
 
 pub(super) struct CampaignRetrySlot {
     pub(super) context: Arc<Context>,
@@ -36,7 +40,15 @@ impl RetrySlot for CampaignRetrySlot {
                     .map(|(name, rate)| (name.as_str(), *rate)),
             };
             let waiting = crate::limits::Waiting::start(from);
-            let taken = self.context.limits.admit_then(slot, deadline, None).await;
+            // Without a deadline (`within_call_timeout`), it ends when the campaign stops: a
+            // message held here is not sent (`send.rs` reports it so).
+            let mut state = self.context.control.state.subscribe();
+            let taken = tokio::select! {
+                taken = self.context.limits.admit_then(slot, deadline, None) => taken,
+                _ = state.wait_for(|state| *state != RUN) => {
+                    Err(Error::Campaign(STOPPED_BEFORE_RETRY.to_owned()))
+                }
+            };
             drop(waiting);
             taken
         })

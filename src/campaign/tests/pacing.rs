@@ -181,7 +181,10 @@ async fn a_retry_whose_slot_the_store_cannot_give_is_not_made() {
         ["pair free", "slot", "pair free", "no slot"]
     );
     assert_eq!(finished.outcome.status, Status::Failed);
-    assert!(matches!(&finished.outcome.error, Some(Error::SharedState(_))));
+    assert!(matches!(
+        &finished.outcome.error,
+        Some(Error::SharedState(_))
+    ));
     assert!(matches!(finished.failure, Some(Error::SharedState(_))));
     let stats = sandbox.stats();
     assert_eq!((stats.sends, stats.accepted), (1, 0));
