@@ -318,3 +318,29 @@ async def test_async_send_raw(
     )
     assert raw2 == sandbox.sent_messages()[1]["response_body"]
     assert raw2["smsId"] == "sms_00000000000000000002"
+
+
+def test_a_resend_after_the_keep_alive_race_stopped_by_its_token_refresh_is_in_doubt(
+        sandbox: Sandbox, sender: Number) -> None:
+    """``idempotent_sends``: the service processes a send, then its reused connection ends
+    before the answer, and bizmsg sends it again with its key; that re-send is answered
+    ``401`` and the token callable then fails. The message may well have been delivered, so the
+    caller gets ``SendOutcomeUnknownError`` with the key (before: the token's
+    ``ConfigurationError``, which says "never sent")."""
+    template = bizmsg.Template(name="order_update", parameters=["A-1"], language="en_US")
+
+    def token() -> str:
+        if sandbox.stats()["requests"] >= 3:
+            raise RuntimeError("the vault is unreachable")
+        return sandbox.token
+
+    with bizmsg.Client(token, base_url=sandbox.base_url, idempotent_sends=True) as client:
+        client.messages.send(to="8613800138000", from_=sender.digits, template=template)
+        sandbox.inject("send", cut_connection=True)
+        sandbox.inject("send", status=401)
+        with pytest.raises(bizmsg.SendOutcomeUnknownError) as caught:
+            client.messages.send(to="8613800138001", from_=sender.digits, template=template,
+                                 idempotency_key="k-race-401")
+    assert caught.value.idempotency_key == "k-race-401"
+    assert [r["status"] for r in sandbox.requests()] == [200, 200, 401]
+    assert sandbox.stats()["accepted"] == 2
