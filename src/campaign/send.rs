@@ -43,6 +43,10 @@ pub(super) struct Ready<P> {
     pub(super) dispatch: bool,
 }
 
+/// Why a message abandoned before its request began to leave was not sent.
+const ABANDONED_BEFORE_LEAVING: &str =
+    "not sent: the campaign was abandoned before the request left";
+
 /// The longest wait before sending again to a recipient whose pair rate was hit (131056).
 const PAIR_RATE_WAIT_CAP: Duration = Duration::from_secs(15 * 60);
 
@@ -135,8 +139,14 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 outcome.idempotency_key = Some(key);
                 outcome
             } else if stopped_before_sending {
-                let mut outcome =
-                    Outcome::skipped(index, payload, "not sent: the campaign was interrupted");
+                // Abandoned (a second Ctrl-C) while it waited for its slot: said as for the
+                // sends the abandonment itself ends.
+                let reason = if context.control.state() == ABANDON {
+                    ABANDONED_BEFORE_LEAVING
+                } else {
+                    "not sent: the campaign was interrupted"
+                };
+                let mut outcome = Outcome::skipped(index, payload, reason);
                 outcome.idempotency_key = Some(key);
                 outcome
             } else {
@@ -158,11 +168,7 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
             let key = retry_key.unwrap_or(key);
             // The attempt is dropped by now: a body it never took can never be taken.
             let mut outcome = if progress.claim_never_left() {
-                Outcome::skipped(
-                    index,
-                    payload,
-                    "not sent: the campaign was abandoned before the request left",
-                )
+                Outcome::skipped(index, payload, ABANDONED_BEFORE_LEAVING)
             } else {
                 let mut outcome = Outcome::new(index, payload, Status::Unknown);
                 outcome.error = Some(in_doubt(&prepared, &key));
