@@ -138,6 +138,14 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
                 );
                 outcome.idempotency_key = Some(key);
                 outcome
+            } else if stopped_before_sending && progress.was_in_doubt() {
+                // Stopped before sending it again, after an attempt that may have been
+                // processed (none of the paths back to a slot follows one today): in doubt.
+                let mut outcome = Outcome::new(index, payload, Status::Unknown);
+                outcome.error = Some(in_doubt(&prepared, &key));
+                outcome.reason = Some("stopped before it was sent again: it may have been sent".to_owned());
+                outcome.idempotency_key = Some(key);
+                outcome
             } else if stopped_before_sending {
                 // Abandoned (a second Ctrl-C) while it waited for its slot: said as for the
                 // sends the abandonment itself ends.

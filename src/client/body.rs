@@ -163,6 +163,11 @@ impl SendProgress {
         self.in_doubt.store(true, Ordering::Release);
     }
 
+    /// Whether an attempt of this send may have been processed (`in_doubt`).
+    pub(crate) fn was_in_doubt(&self) -> bool {
+        self.in_doubt.load(Ordering::Acquire)
+    }
+
     /// Whether the send, given up now, provably never left: no attempt may have been processed,
     /// and the current one's body, if one began, was never taken (and now never will be).
     pub(crate) fn claim_never_left(&self) -> bool {

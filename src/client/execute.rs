@@ -222,7 +222,12 @@ impl Client {
                     }
                 }
                 if let Some(limits) = &self.shared.limits {
-                    limits.pause(crate::limits::Scope::Service, wait).await?;
+                    // A store that fails now stops the send: in doubt if an earlier attempt
+                    // may have been processed.
+                    limits
+                        .pause(crate::limits::Scope::Service, wait)
+                        .await
+                        .map_err(|error| not_attempted(operation, error, in_doubt_before))?;
                 }
             }
             // Refused by its fence as it was about to be written: it never left, and no retry

@@ -14,7 +14,8 @@ use crate::limits::{Departure, Slot};
 use crate::wire::SendRequest;
 
 /// Why a retry was not made: the campaign stopped while it waited for its slot.
-pub(super) const STOPPED_BEFORE_RETRY: &str = "not sent again: the campaign stopped";
+pub(super) const STOPPED_BEFORE_RETRY: &str =
+    "the campaign stopped before the message was sent again";
 
 pub(super) struct CampaignRetrySlot {
     pub(super) context: Arc<Context>,
@@ -44,6 +45,8 @@ impl RetrySlot for CampaignRetrySlot {
             // message held here is not sent (`send.rs` reports it so).
             let mut state = self.context.control.state.subscribe();
             let taken = tokio::select! {
+                // A slot given as the stop comes is taken: the retry goes, as it would have.
+                biased;
                 taken = self.context.limits.admit_then(slot, deadline, None) => taken,
                 _ = state.wait_for(|state| *state != RUN) => {
                     Err(Error::Campaign(STOPPED_BEFORE_RETRY.to_owned()))
