@@ -17,7 +17,7 @@ pub(super) struct SharedSlot {
     /// Its sender's pace, when the sender is paced.
     pace: Option<f64>,
     /// The account and tier its recipient counts against once sent (`count_recipient`).
-    pub(super) tier: Option<(String, u64)>,
+    tier: Option<(String, u64)>,
     /// The call's total timeout, which bounds each wait for the store.
     total: Option<std::time::Duration>,
 }
@@ -51,10 +51,7 @@ impl RetrySlot for SingleSendRetrySlot {
                 sender: self.pace.map(|pace| (from, pace)),
                 campaign: None,
             };
-            let waiting = crate::limits::Waiting::start(from);
-            let taken = self.limits.admit_then(slot, deadline, None).await;
-            drop(waiting);
-            taken
+            crate::limits::waited(from, self.limits.admit_then(slot, deadline, None)).await
         })
     }
 }
@@ -86,10 +83,7 @@ impl Client {
             sender: facts.pace.map(|pace| (from, pace)),
             campaign: None,
         };
-        let waiting = crate::limits::Waiting::start(from);
-        let admitted = limits.admit(slot, deadline).await;
-        drop(waiting);
-        admitted?;
+        crate::limits::waited(from, limits.admit(slot, deadline)).await?;
         Ok(Some(SharedSlot {
             limits,
             pace: facts.pace,

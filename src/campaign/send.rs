@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
+mod attempted;
 mod dispatch;
 mod retry_slot;
 
+use self::attempted::Attempted;
 use self::dispatch::{Dispatch, Settled};
 use self::retry_slot::{CampaignRetrySlot, STOPPED_BEFORE_RETRY};
 use super::handle::{Control, ABANDON, RUN};
@@ -129,7 +131,14 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
     let mut finished = tokio::select! {
         biased;
         done = attempt => {
-            let Attempted { result, key, stop, failure, stopped_before_sending, claims_lost } = done;
+            let Attempted {
+                result,
+                key,
+                stop,
+                failure,
+                stopped_before_sending,
+                claims_lost,
+            } = done;
             let outcome = if let Some(lost) = &claims_lost {
                 let mut outcome = Outcome::skipped(
                     index,
@@ -205,91 +214,6 @@ pub(super) async fn send_one<P>(context: Arc<Context>, ready: Ready<P>) -> Finis
         }));
     }
     finished
-}
-
-/// How a message's sending ended.
-struct Attempted {
-    result: Result<crate::client::Response<SendResult>>,
-    /// The key it went out with (or would have).
-    key: String,
-    /// Why the campaign must stop, when the platform's answer asks it to.
-    stop: Option<String>,
-    /// The shared store failed: the campaign stops as it does for a journal failure.
-    failure: Option<Error>,
-    /// The campaign stopped before the message was sent: it is skipped.
-    stopped_before_sending: bool,
-    /// Not sent: this run no longer holds its claims.
-    claims_lost: Option<Unfenced>,
-}
-
-impl Attempted {
-    fn done(
-        result: Result<crate::client::Response<SendResult>>,
-        key: String,
-        stop: Option<String>,
-    ) -> Self {
-        Attempted {
-            result,
-            key,
-            stop,
-            failure: None,
-            stopped_before_sending: false,
-            claims_lost: None,
-        }
-    }
-
-    fn stopped_before_sending(key: String) -> Self {
-        Attempted {
-            result: Err(Error::Campaign("not sent: the campaign stopped".to_owned())),
-            key,
-            stop: None,
-            failure: None,
-            stopped_before_sending: true,
-            claims_lost: None,
-        }
-    }
-
-    /// Never sent: why (the store failed, or the campaign stopped while it waited).
-    fn not_sent(error: Error, key: String) -> Self {
-        let failure = matches!(error, Error::SharedState(_)).then(|| error.clone());
-        Attempted {
-            result: Err(error),
-            key,
-            stop: None,
-            failure,
-            stopped_before_sending: false,
-            claims_lost: None,
-        }
-    }
-
-    /// Never sent: this run no longer holds its claim on the message.
-    fn lost(lost: Unfenced, key: String) -> Self {
-        Attempted {
-            result: Err(Error::SharedState(lost.to_string())),
-            key,
-            stop: None,
-            failure: None,
-            stopped_before_sending: false,
-            claims_lost: Some(lost),
-        }
-    }
-
-    /// Sent (or, for a retry the store could not pace, perhaps sent), with `result`, but the
-    /// store failed as the platform's answer was acted on.
-    fn failed(
-        result: Result<crate::client::Response<SendResult>>,
-        key: String,
-        failure: Error,
-    ) -> Self {
-        Attempted {
-            result,
-            key,
-            stop: None,
-            failure: Some(failure),
-            stopped_before_sending: false,
-            claims_lost: None,
-        }
-    }
 }
 
 /// Whether a message waited for its pair's spacing (shared limits).
@@ -402,15 +326,18 @@ async fn attempt(
         }
         // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
         let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
-        let waiting = crate::limits::Waiting::start(from);
         // A stop while it waits for its slot: not sent (a journal's dispatch write, if it was
         // under way, is followed by the outcome's, which says so).
-        let admitted = tokio::select! {
-            biased;
-            admitted = limits.admit_then(slot, None, dispatch.before_release()) => admitted,
-            () = stopped() => return Attempted::stopped_before_sending(key),
+        let admission = crate::limits::waited(from, async {
+            tokio::select! {
+                biased;
+                admitted = limits.admit_then(slot, None, dispatch.before_release()) => Some(admitted),
+                () = stopped() => None,
+            }
+        });
+        let Some(admitted) = admission.await else {
+            return Attempted::stopped_before_sending(key);
         };
-        drop(waiting);
         let departure = match admitted {
             Ok(departure) => departure,
             // The store could not say when this message may go: it does not go.

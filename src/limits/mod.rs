@@ -32,7 +32,7 @@ pub use outages::{ongoing as shared_state_outages_ongoing, total as shared_state
 pub(crate) use paces::{Paces, SenderFacts, SenderPaces};
 pub use timeline::{check_rate, duration_of};
 pub use waited::{
-    seconds_by_sender as seconds_waited_by_sender, total_seconds as seconds_waited, Waiting,
+    seconds_by_sender as seconds_waited_by_sender, total_seconds as seconds_waited, waited,
 };
 
 /// What a message must wait for before it goes.

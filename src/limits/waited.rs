@@ -7,6 +7,7 @@
 //! unpaced campaign's admissions, answered at once, take no lock here.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -68,6 +69,13 @@ impl Drop for Waiting<'_> {
             *total = total.saturating_add(nanos);
         }
     }
+}
+
+/// Awaits `wait`, an admission of a message from `sender`, counted as a [`Waiting`] (also when
+/// the future is dropped before it ends).
+pub async fn waited<F: Future>(sender: &str, wait: F) -> F::Output {
+    let _waiting = Waiting::start(sender);
+    wait.await
 }
 
 /// Seconds waited to be admitted, by every send of this process so far.

@@ -8,12 +8,12 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use super::args::{call_options, headers, integer, retries, text, timeout_arg, verify_arg};
+use super::args::{headers, integer, retries, text, timeout_arg, verify_arg};
 use super::attempt_log::AttemptLog;
+use super::call_args::{list_args, send_args, SendArgs};
 use super::callbacks::{PyRetryHook, PyTokenProvider};
 use super::campaign::options::{campaign_options, plan_args, CampaignArgs};
 use super::campaign::{CampaignPlanner, CampaignRun};
-use super::convert;
 use super::convert::PageKind;
 use super::errors::to_py;
 use super::event_loop::{blocks_the_loop, event_loop_running};
@@ -21,11 +21,10 @@ use super::loop_handoff::awaitable;
 use super::pages::{NativePageStream, Stream};
 use super::replies::{page_reply, raw_page_reply, send_reply};
 use super::runtime::{wait, Reply, Waited};
-use crate::api::{idempotency_key, PageRequest, PageStream, Pager, SendMessage};
+use crate::api::{PageStream, Pager};
 use crate::campaign::{Directory, Planner};
-use crate::client::{CallOptions, ClientConfig, RetryObserver, TokenSource, TransportKind};
+use crate::client::{ClientConfig, RetryObserver, TokenSource, TransportKind};
 use crate::error::Error;
-use crate::wire::SendRequest;
 use crate::{Client, Timeout};
 
 #[pyclass(frozen, module = "bizmsg._native")]
@@ -572,56 +571,4 @@ fn observer(callable: Py<PyAny>) -> Arc<dyn RetryObserver> {
     Arc::new(PyRetryHook {
         callable: Arc::new(callable),
     })
-}
-
-/// The arguments of `send` and `send_async`, gathered for `send_args`.
-struct SendArgs<'py> {
-    to: Bound<'py, PyAny>,
-    from_: Bound<'py, PyAny>,
-    name: Bound<'py, PyAny>,
-    parameters: Bound<'py, PyAny>,
-    language: Bound<'py, PyAny>,
-    raw: bool,
-    timeout: Bound<'py, PyAny>,
-    max_retries: Bound<'py, PyAny>,
-    idempotency_key: Option<String>,
-}
-
-fn send_args(args: SendArgs<'_>) -> Result<(SendRequest, String, CallOptions), Error> {
-    let SendArgs {
-        to,
-        from_,
-        name,
-        parameters,
-        language,
-        timeout,
-        max_retries,
-        idempotency_key: chosen_key,
-        ..
-    } = args;
-    let message = SendMessage {
-        to: text("to", &to)?,
-        from: text("from_", &from_)?,
-        template_name: text("template.name", &name)?,
-        parameters: convert::py_to_value("template.parameters", &parameters)?,
-        language: text("template.language", &language)?,
-    };
-    // Validated here, once, on the caller's thread, so a bad argument raises at the call.
-    let request = message.validate()?;
-    let key = idempotency_key(chosen_key.as_deref())?;
-    let call = call_options(&timeout, &max_retries, None)?;
-    Ok((request, key, call))
-}
-
-fn list_args(
-    page_no: &Bound<'_, PyAny>,
-    page_size: &Bound<'_, PyAny>,
-    timeout: &Bound<'_, PyAny>,
-    max_retries: &Bound<'_, PyAny>,
-) -> Result<(PageRequest, CallOptions), Error> {
-    let page = PageRequest::new(
-        integer("page_no", page_no)?,
-        integer("page_size", page_size)?,
-    )?;
-    Ok((page, call_options(timeout, max_retries, None)?))
 }

@@ -2,6 +2,7 @@
 
 mod args;
 mod attempt_log;
+mod call_args;
 mod callbacks;
 mod campaign;
 mod client;

@@ -40,20 +40,20 @@ impl RetrySlot for CampaignRetrySlot {
                     .as_ref()
                     .map(|(name, rate)| (name.as_str(), *rate)),
             };
-            let waiting = crate::limits::Waiting::start(from);
             // Without a deadline (`within_call_timeout`), it ends when the campaign stops: a
             // message held here is not sent (`send.rs` reports it so).
             let mut state = self.context.control.state.subscribe();
-            let taken = tokio::select! {
-                // A slot given as the stop comes is taken: the retry goes, as it would have.
-                biased;
-                taken = self.context.limits.admit_then(slot, deadline, None) => taken,
-                _ = state.wait_for(|state| *state != RUN) => {
-                    Err(Error::Campaign(STOPPED_BEFORE_RETRY.to_owned()))
+            crate::limits::waited(from, async {
+                tokio::select! {
+                    // A slot given as the stop comes is taken: the retry goes, as it would have.
+                    biased;
+                    taken = self.context.limits.admit_then(slot, deadline, None) => taken,
+                    _ = state.wait_for(|state| *state != RUN) => {
+                        Err(Error::Campaign(STOPPED_BEFORE_RETRY.to_owned()))
+                    }
                 }
-            };
-            drop(waiting);
-            taken
+            })
+            .await
         })
     }
 }
