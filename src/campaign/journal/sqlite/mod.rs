@@ -14,10 +14,12 @@
 //! so its next transaction stops it; and it sends only while its fence holds (`fence.rs`).
 //!
 //! The files: `schema.rs` makes the file's tables or moves an earlier format to this one;
-//! `writer.rs` is the thread that owns the connection and runs each batch as a transaction;
+//! `writer.rs` is the thread that owns the connection and runs each batch as a transaction, and
+//! `checkpointer.rs` the one that copies its log back into the file beside it;
 //! `records.rs` is what a transaction does to the messages' records, and `liveness.rs` how it
 //! tells whether the run holding one is alive. This file opens a run and is its callers' handle.
 
+mod checkpointer;
 mod liveness;
 mod records;
 mod schema;

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use rusqlite::{params, Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::checkpointer::Checkpointer;
 use super::liveness::Liveness;
 use super::records::{claim, dispatch, lookup, write};
 use super::{now, Run};
@@ -31,6 +32,7 @@ pub(super) fn serve(
     // A sign of life a few times per lease, for processes that cannot see the lock (a frozen
     // one keeps it), which confirms this run's fence too.
     let beat = heartbeat_every(run.lease);
+    let checkpointer = checkpointer_of(path);
     let mut ending = None;
     loop {
         let first = match commands.recv_timeout(beat) {
@@ -61,6 +63,9 @@ pub(super) fn serve(
         let started = stamp();
         let mut pending = batch.into_iter();
         let outcome = run_batch(&mut connection, &run, &mut pending, &mut replies);
+        if let Some(checkpointer) = &checkpointer {
+            checkpointer.nudge();
+        }
         match &outcome {
             Ok(Held::Yes) => run.fence.confirm(started),
             // Taken over: it sends nothing more, and only writes the results of what it holds.
@@ -93,6 +98,7 @@ pub(super) fn serve(
         params![run.id, now()],
     );
     drop(run.lock.take());
+    drop(checkpointer);
     // Closed before the caller hears the run ended. A caller that reads the file next with
     // another copy of SQLite in this process (Python's sqlite3) does not see our connection
     // (POSIX locks are per process), so closing theirs would checkpoint and delete the WAL
@@ -100,6 +106,22 @@ pub(super) fn serve(
     drop(connection);
     if let Some(reply) = ending {
         let _ = reply.send(());
+    }
+}
+
+/// The run's checkpointer; `None` if it cannot start (the writer then checkpoints alone, as
+/// SQLite does by default).
+fn checkpointer_of(path: &Path) -> Option<Checkpointer> {
+    match Checkpointer::start(path) {
+        Ok(checkpointer) => Some(checkpointer),
+        Err(error) => {
+            log::debug!(
+                target: "bizmsg",
+                "campaign journal {}: no checkpointing thread ({error}); the writer checkpoints",
+                path.display()
+            );
+            None
+        }
     }
 }
 
