@@ -179,6 +179,11 @@ impl ClaimFence {
         self.lost.get().is_some()
     }
 
+    /// Why the run lost its claims (the first reason), if it did.
+    pub fn lost_reason(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
+    }
+
     /// Whether the run may send now.
     pub fn check(&self) -> std::result::Result<(), Unfenced> {
         if let Some(reason) = self.lost.get() {

@@ -258,3 +258,25 @@ async fn a_runs_log_stays_bounded_under_steady_writes() {
     assert!(largest < 6_000_000, "the log reached {largest} bytes");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run stopped by a journal write that failed (its disk full) tells every later command
+/// why, not that it was taken over: before, "this run was taken for a dead one (its lease
+/// passed)" reached the user for a full disk, which only the debug log named.
+#[tokio::test]
+async fn a_run_stopped_by_a_failed_write_says_why_and_not_that_it_was_taken_over() {
+    let dir = fresh_dir();
+    let path = dir.join("campaign.db");
+    let journal = SqliteJournal::open(&path, Some("c"), LEASE).unwrap();
+    journal.fence().lose("database or disk is full");
+    let refused = journal
+        .claim(claims(0..2, "k", false))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(refused.contains("database or disk is full"), "{refused}");
+    assert!(!refused.contains("taken for a dead one"), "{refused}");
+    journal.end().await;
+    drop(journal);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -206,6 +206,11 @@ fn run_batch(
             "UPDATE bizmsg_runs SET heartbeat_at = ?2 WHERE id = ?1 AND state = 'running'",
             params![run.id, now],
         )? == 0;
+    // What a refused command is told: why the run lost its claims (a write that failed: the
+    // disk full, the file gone), else that it was taken over. Before, a full disk was told as
+    // a takeover.
+    let refusal: Option<std::sync::Arc<str>> =
+        taken.then(|| run.fence.lost_reason().unwrap_or(TAKEN_OVER).into());
     // Rows this run claimed that a write found held by another run.
     let mut lost = 0;
     let mut liveness = Liveness::new(run);
@@ -218,9 +223,10 @@ fn run_batch(
             // Never in a batch (`take_end`).
             Command::End { .. } => false,
         };
-        if taken && refused {
+        if let Some(refusal) = refusal.as_ref().filter(|_| refused) {
             let reply = answer_only(command);
-            replies.push(Box::new(move |_| reply(Some(TAKEN_OVER))));
+            let refusal = std::sync::Arc::clone(refusal);
+            replies.push(Box::new(move |_| reply(Some(&refusal))));
             continue;
         }
         match command {
