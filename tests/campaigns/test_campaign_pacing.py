@@ -47,6 +47,14 @@ def test_rate_limit_paces_the_whole_batch(client: bizmsg.Client, sender: Number)
 # the moment the pause lifted, 1,296 in one second at rate_limit=1000).
 PAUSED_RATE = 200
 PAUSED_RETRIES = 60
+# What the sandbox may count over the pace in its busiest second when the machine is loaded.
+# The client keeps sends a pace apart at least 1.0025 s apart when their requests are written
+# (`limits/timeline.rs`), but the sandbox stamps a request when its task reads the head, on the
+# same busy cores: under a concurrent build, 4 of 27 runs of these tests counted 201, while a
+# capture of the same runs by the kernel's write times (tcpdump on lo) never held more than 200
+# commits in a second; under qemu-user one run of 500 counted 201. The defect this catches
+# (the retries going at once when the pause lifts) puts all 60 of them on top: 260.
+PAUSED_ALLOWANCE = PAUSED_RATE // 50
 
 
 def inject_paused_retries(sandbox: Sandbox) -> None:
@@ -60,8 +68,8 @@ def check_paced_through_the_pause(sandbox: Sandbox, result: bizmsg.BulkResult,
                                   sender: Number, count: int) -> None:
     assert result.counts["sent"] == count, result.counts
     line = next(s for s in sandbox.traffic()["senders"] if s["sender"] == sender.digits)
-    # Every request counts, the ones answered 429 included: none of them crowds a second.
-    assert line["busiest_second"] <= PAUSED_RATE, line
+    # The retries do not crowd a second: within the sandbox's own lateness of the pace.
+    assert line["busiest_second"] <= PAUSED_RATE + PAUSED_ALLOWANCE, line
     assert commits_by_recipient(sandbox).most_common(1)[0][1] == 1
 
 
@@ -69,7 +77,8 @@ def test_retries_after_a_retry_after_pause_keep_the_pace(sandbox: Sandbox, clien
                                                           sender: Number) -> None:
     """60 messages answered ``429`` with ``Retry-After: 1``: when the pause lifts, their
     retries take slots of ``rate_limit`` like every other send, so no second at the service
-    holds more than the pace (before, they went at once, on top of the paced sends)."""
+    holds more than the pace, as the sandbox can count it (``PAUSED_ALLOWANCE``); before, they
+    went at once, on top of the paced sends."""
     inject_paused_retries(sandbox)
     count = 500
     result = client.messages.send_many(messages(sender.digits, count), rate_limit=PAUSED_RATE,
