@@ -4,6 +4,7 @@
 //! docs/sandbox.md, which is the reference for what the service does there.
 
 mod answer;
+mod arrival;
 mod auth;
 mod config;
 mod connection;

@@ -15,6 +15,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::answer::Answer;
+use super::arrival::Arrived;
 use super::connection::CutSignal;
 use super::endpoints::{ACCOUNTS_PATH, NUMBERS_PATH, SEND_PATH};
 use super::faults::{Fault, Route};
@@ -116,9 +117,12 @@ fn new_request_id() -> String {
 }
 
 async fn exchange(shared: Arc<Shared>, target: Target, request: Request) -> Response {
-    // As soon as the request's head was read, before its body, its checks and the sandbox's
-    // own work: a send is counted by arrival (`traffic.rs`).
-    let arrived = std::time::Instant::now();
+    // When its bytes reached the machine (`arrival.rs`), else now: before its body, its checks
+    // and the sandbox's own work. A send is counted by arrival (`traffic.rs`).
+    let arrived = request
+        .extensions()
+        .get::<Arrived>()
+        .map_or_else(std::time::Instant::now, |arrived| arrived.0);
     let cut = request.extensions().get::<CutSignal>().cloned();
     // Spawned so that a request, once received, is processed to the end even if the client
     // hangs up during a delay: hyper drops the handler of a closed connection, and "the client

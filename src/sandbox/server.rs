@@ -15,6 +15,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
+use super::arrival::{time_arrivals_on, ArrivalStream, Arrived};
 use super::config::SandboxConfig;
 use super::connection::{ConnectionNumber, CutSignal};
 use super::faults::{Fault, Route};
@@ -55,6 +56,7 @@ impl Sandbox {
             .map_err(io::Error::other)?;
         let shared = Arc::new(shared);
         let listener = TcpListener::bind(bind_to).await?;
+        time_arrivals_on(&listener);
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let (closed, listening) = std::sync::mpsc::channel();
@@ -226,11 +228,13 @@ async fn serve_connection(
 ) {
     // Small JSON answers: do not let Nagle hold them back.
     let _ = stream.set_nodelay(true);
+    // Timed from the start, the first bytes included (`arrival.rs`).
+    let (stream, arrivals) = ArrivalStream::new(stream);
     // The auto builder reads a connection's first bytes to tell HTTP/1.1 from HTTP/2, with no
     // timer of its own: a connection that does not show which it speaks in time is closed, as
     // one that sends no HTTP/1.1 head would be.
     tokio::select! {
-        told = tokio::time::timeout(FIRST_BYTES_TIMEOUT, tells_its_protocol(&stream)) => {
+        told = tokio::time::timeout(FIRST_BYTES_TIMEOUT, tells_its_protocol(stream.get_ref())) => {
             if !matches!(told, Ok(true)) {
                 return;
             }
@@ -243,6 +247,10 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |mut request| {
         request.extensions_mut().insert(signal.clone());
         request.extensions_mut().insert(number);
+        // hyper calls this as soon as it has read the request's head: the bytes read last.
+        if let Some(arrived) = arrivals.latest() {
+            request.extensions_mut().insert(Arrived(arrived));
+        }
         service.call(request)
     });
     // HTTP/2 (h2c) is for the forced HTTP/2 transport (BIZMSG_TRANSPORT=http2), whose tests

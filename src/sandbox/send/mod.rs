@@ -41,7 +41,7 @@ fn text_field<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
 /// A business validation failure: its documented code and the explanation.
 type Failure = (&'static str, String);
 
-/// A send that `arrived` then (its head read: `routes.rs`).
+/// A send that `arrived` then (when its bytes reached the machine: `arrival.rs`).
 pub(crate) fn send(
     shared: &Shared,
     tenant: usize,

@@ -1,0 +1,304 @@
+//! When a request reached the sandbox: on Linux, the kernel's receive time of the bytes the
+//! connection task read last (`SO_TIMESTAMP`), not the moment the task got to read them.
+//!
+//! Why: a sender's busiest second is counted by arrival (`traffic.rs`), as the platform counts
+//! it. The sandbox shares its cores with the client under test, and its task can read a request
+//! milliseconds after it arrived: at 5,000 a second it counted 5,001–5,026 in its busiest
+//! second while a capture of the same runs by the kernel's times (tcpdump) never held more than
+//! 5,000, and on a loaded machine 201 at a pace of 200. Elsewhere (and should the kernel give
+//! no time) a read's own moment stands in.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::sync::lock;
+
+/// The arrival of the bytes a connection read last, shared by its stream and its requests.
+#[derive(Clone, Default)]
+pub(crate) struct Arrivals(Arc<Mutex<Option<Instant>>>);
+
+impl Arrivals {
+    /// When the bytes read last arrived; `None` before the first read.
+    pub(crate) fn latest(&self) -> Option<Instant> {
+        *lock(&self.0)
+    }
+
+    fn record(&self, arrived: Instant) {
+        *lock(&self.0) = Some(arrived);
+    }
+}
+
+/// A request's arrival, put into its extensions by the connection task.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrived(pub(crate) Instant);
+
+/// Asks the kernel to time what the connections `listener` accepts receive (they inherit it).
+/// Done when the sandbox binds: Linux turns receive times on a moment after the first socket
+/// asks (a worker of its own does it), and the first requests would come before.
+pub(crate) fn time_arrivals_on(listener: &TcpListener) {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = kernel::ask_for_receive_times(listener) {
+        ::log::debug!("sandbox: no kernel receive times ({error})");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = listener;
+}
+
+/// A connection's stream that records when what it reads arrived.
+pub(crate) struct ArrivalStream {
+    inner: TcpStream,
+    arrivals: Arrivals,
+}
+
+impl ArrivalStream {
+    /// Asks the kernel to time what `inner` receives from now on, should its listener not have
+    /// (best effort: without it, a read's own moment stands in).
+    pub(crate) fn new(inner: TcpStream) -> (Self, Arrivals) {
+        #[cfg(target_os = "linux")]
+        if let Err(error) = kernel::ask_for_receive_times(&inner) {
+            ::log::debug!("sandbox: no kernel receive times on a connection ({error})");
+        }
+        let arrivals = Arrivals::default();
+        (
+            ArrivalStream {
+                inner,
+                arrivals: arrivals.clone(),
+            },
+            arrivals,
+        )
+    }
+}
+
+impl ArrivalStream {
+    /// The socket, for a look at what it received (`peek`) that takes nothing.
+    pub(crate) fn get_ref(&self) -> &TcpStream {
+        &self.inner
+    }
+}
+
+impl AsyncRead for ArrivalStream {
+    #[cfg(target_os = "linux")]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            std::task::ready!(this.inner.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            let received = this.inner.try_io(tokio::io::Interest::READABLE, || {
+                kernel::receive(&this.inner, unfilled)
+            });
+            match received {
+                Ok((read, arrived)) => {
+                    if read > 0 {
+                        this.arrivals.record(
+                            arrived
+                                .and_then(kernel::as_instant)
+                                .unwrap_or_else(Instant::now),
+                        );
+                    }
+                    buf.advance(read);
+                    return Poll::Ready(Ok(()));
+                }
+                // Readiness was stale: tokio cleared it, wait for the next.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if buf.filled().len() > before {
+            this.arrivals.record(Instant::now());
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for ArrivalStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Linux's receive times: `SO_TIMESTAMP` on the socket, `recvmsg` with room for the
+/// `SCM_TIMESTAMP` the kernel adds (the time the last bytes read were received).
+#[cfg(target_os = "linux")]
+mod kernel {
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant, SystemTime};
+
+    use tokio::net::TcpStream;
+
+    /// A receive time further back than this is not believed (the wall clock was set): the
+    /// read's own moment stands in.
+    const OLDEST: Duration = Duration::from_secs(60);
+
+    pub(super) fn ask_for_receive_times(socket: &impl AsRawFd) -> io::Result<()> {
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket descriptor (borrowed from `socket`), an option of the size
+        // the kernel reads (an int).
+        let done = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMP,
+                std::ptr::from_ref(&on).cast(),
+                libc::socklen_t::try_from(size_of::<libc::c_int>()).unwrap_or(4),
+            )
+        };
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Reads into `into` without waiting; the bytes read and, when the kernel gave it, their
+    /// receive time.
+    pub(super) fn receive(
+        stream: &TcpStream,
+        into: &mut [u8],
+    ) -> io::Result<(usize, Option<SystemTime>)> {
+        let mut iov = libc::iovec {
+            iov_base: into.as_mut_ptr().cast(),
+            iov_len: into.len(),
+        };
+        // Room for one control message holding a timeval, aligned for cmsghdr (8 bytes).
+        let mut control = [0u64; 8];
+        // SAFETY: msghdr is plain data, all zeroes is its empty value.
+        let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+        header.msg_iov = &raw mut iov;
+        header.msg_iovlen = 1;
+        header.msg_control = control.as_mut_ptr().cast();
+        header.msg_controllen = size_of_val(&control) as _;
+        // SAFETY: the iovec points at `into` (its length), the control buffer at `control`
+        // (its length); both outlive the call.
+        let read =
+            unsafe { libc::recvmsg(stream.as_raw_fd(), &raw mut header, libc::MSG_DONTWAIT) };
+        let Ok(read) = usize::try_from(read) else {
+            return Err(io::Error::last_os_error());
+        };
+        let mut received = None;
+        // SAFETY: the CMSG_* walk stays within the control buffer the kernel filled and
+        // described in `header`; the timeval is read unaligned from its data.
+        unsafe {
+            let mut message = libc::CMSG_FIRSTHDR(&raw const header);
+            while !message.is_null() {
+                if (*message).cmsg_level == libc::SOL_SOCKET
+                    && (*message).cmsg_type == libc::SCM_TIMESTAMP
+                {
+                    let time: libc::timeval =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(message).cast());
+                    received = since_epoch(time);
+                }
+                message = libc::CMSG_NXTHDR(&raw const header, message);
+            }
+        }
+        Ok((read, received))
+    }
+
+    fn since_epoch(time: libc::timeval) -> Option<SystemTime> {
+        let seconds = u64::try_from(time.tv_sec).ok()?;
+        let micros = u64::try_from(time.tv_usec).ok()?;
+        SystemTime::UNIX_EPOCH
+            .checked_add(Duration::from_secs(seconds))?
+            .checked_add(Duration::from_micros(micros))
+    }
+
+    /// The receive time on the monotonic clock: now, less how long ago it was by the wall
+    /// clock. `None` if it is in the future or too old to believe.
+    pub(super) fn as_instant(received: SystemTime) -> Option<Instant> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let ago = wall.duration_since(received).ok()?;
+        if ago > OLDEST {
+            return None;
+        }
+        now.checked_sub(ago)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::{time_arrivals_on, ArrivalStream};
+
+    /// Bytes that waited in the socket while the reader was busy are timed when they arrived,
+    /// not when they were read (a read's own moment would be 200 ms later).
+    #[tokio::test]
+    async fn bytes_read_late_are_timed_when_they_arrived() -> std::io::Result<()> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        time_arrivals_on(&listener);
+        // Linux turns receive times on a moment after the first socket asks (a worker does
+        // it); until then a read's own moment stands in. A sandbox's sends come later.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut client = TcpStream::connect(listener.local_addr()?).await?;
+        let (accepted, _) = listener.accept().await?;
+        let (mut stream, arrivals) = ArrivalStream::new(accepted);
+        assert!(arrivals.latest().is_none());
+
+        let sent = Instant::now();
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await?;
+        std::thread::sleep(Duration::from_millis(200));
+        let mut read = [0u8; 64];
+        let count = stream.read(&mut read).await?;
+        assert_eq!(read.get(..count), Some(&b"GET / HTTP/1.1\r\n\r\n"[..]));
+
+        let arrived = arrivals
+            .latest()
+            .ok_or_else(|| std::io::Error::other("no arrival"))?;
+        let after_send = arrived.saturating_duration_since(sent);
+        assert!(after_send < Duration::from_millis(100), "{after_send:?}");
+
+        // And what the peer writes back still goes out.
+        stream.write_all(b"ok").await?;
+        let count = client.read(&mut read).await?;
+        assert_eq!(read.get(..count), Some(&b"ok"[..]));
+        Ok(())
+    }
+}
