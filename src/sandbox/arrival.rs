@@ -90,9 +90,14 @@ impl AsyncRead for ArrivalStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             std::task::ready!(this.inner.poll_read_ready(cx))?;
-            let unfilled = buf.initialize_unfilled();
+            // SAFETY: the kernel only writes into these bytes (never reads them), and only the
+            // `read` it wrote are marked initialised below.
+            let unfilled = unsafe { buf.unfilled_mut() };
             let received = this.inner.try_io(tokio::io::Interest::READABLE, || {
                 kernel::receive(&this.inner, unfilled)
             });
@@ -105,6 +110,8 @@ impl AsyncRead for ArrivalStream {
                                 .unwrap_or_else(Instant::now),
                         );
                     }
+                    // SAFETY: recvmsg wrote `read` bytes at the start of `unfilled`.
+                    unsafe { buf.assume_init(read) };
                     buf.advance(read);
                     return Poll::Ready(Ok(()));
                 }
@@ -166,6 +173,7 @@ impl AsyncWrite for ArrivalStream {
 #[cfg(target_os = "linux")]
 mod kernel {
     use std::io;
+    use std::mem::MaybeUninit;
     use std::os::fd::AsRawFd;
     use std::time::{Duration, Instant, SystemTime};
 
@@ -196,10 +204,10 @@ mod kernel {
     }
 
     /// Reads into `into` without waiting; the bytes read and, when the kernel gave it, their
-    /// receive time.
+    /// receive time (for TCP, that of the last bytes read).
     pub(super) fn receive(
         stream: &TcpStream,
-        into: &mut [u8],
+        into: &mut [MaybeUninit<u8>],
     ) -> io::Result<(usize, Option<SystemTime>)> {
         let mut iov = libc::iovec {
             iov_base: into.as_mut_ptr().cast(),
@@ -220,14 +228,22 @@ mod kernel {
         let Ok(read) = usize::try_from(read) else {
             return Err(io::Error::last_os_error());
         };
+        // A control part cut short (no room for it) is not read.
+        if header.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Ok((read, None));
+        }
         let mut received = None;
+        let timeval_bytes = u32::try_from(size_of::<libc::timeval>()).unwrap_or(u32::MAX);
         // SAFETY: the CMSG_* walk stays within the control buffer the kernel filled and
-        // described in `header`; the timeval is read unaligned from its data.
+        // described in `header`; a timeval is read (unaligned) only from a message long
+        // enough to hold one.
         unsafe {
+            let long_enough = u64::from(libc::CMSG_LEN(timeval_bytes));
             let mut message = libc::CMSG_FIRSTHDR(&raw const header);
             while !message.is_null() {
                 if (*message).cmsg_level == libc::SOL_SOCKET
                     && (*message).cmsg_type == libc::SCM_TIMESTAMP
+                    && u64::try_from((*message).cmsg_len).unwrap_or(0) >= long_enough
                 {
                     let time: libc::timeval =
                         std::ptr::read_unaligned(libc::CMSG_DATA(message).cast());
@@ -248,9 +264,13 @@ mod kernel {
     }
 
     /// The receive time on the monotonic clock: now, less how long ago it was by the wall
-    /// clock. `None` if it is in the future or too old to believe.
+    /// clock. `None` if it is in the future or too old to believe. The wall clock is read
+    /// first: were the thread held between the two readings, the time comes out late (as a
+    /// read's own moment would be), never early, which could put a send in a second before
+    /// the one it arrived in.
     pub(super) fn as_instant(received: SystemTime) -> Option<Instant> {
-        let (now, wall) = (Instant::now(), SystemTime::now());
+        let wall = SystemTime::now();
+        let now = Instant::now();
         let ago = wall.duration_since(received).ok()?;
         if ago > OLDEST {
             return None;
@@ -267,6 +287,8 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     use super::{time_arrivals_on, ArrivalStream};
+    use crate::sandbox::testing::{send_body, start, TestClient};
+    use crate::sandbox::{Fault, Route, SandboxConfig};
 
     /// Bytes that waited in the socket while the reader was busy are timed when they arrived,
     /// not when they were read (a read's own moment would be 200 ms later).
@@ -293,12 +315,77 @@ mod tests {
             .latest()
             .ok_or_else(|| std::io::Error::other("no arrival"))?;
         let after_send = arrived.saturating_duration_since(sent);
-        assert!(after_send < Duration::from_millis(100), "{after_send:?}");
+        assert!(
+            after_send < Duration::from_millis(100),
+            "{after_send:?} after the send"
+        );
+        // Nor before it (the clocks' conversion, within the microseconds' rounding).
+        let before_send = sent.saturating_duration_since(arrived);
+        assert!(
+            before_send < Duration::from_millis(1),
+            "{before_send:?} before the send"
+        );
 
         // And what the peer writes back still goes out.
         stream.write_all(b"ok").await?;
         let count = client.read(&mut read).await?;
         assert_eq!(read.get(..count), Some(&b"ok"[..]));
         Ok(())
+    }
+
+    /// The sandbox counts a send in the second it arrived in, not when it got to read it: two
+    /// sends 10 ms apart on one connection, the first held 1.5 s by an injected delay, so the
+    /// second is handled 1.5 s after it arrived. Both count in one second (by when they were
+    /// handled they would be 1.5 s apart: 1).
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_send_handled_late_counts_in_the_second_it_arrived() {
+        let sandbox = start(SandboxConfig::default()).await;
+        let from = TestClient::new(&sandbox).sender_number().await;
+        // Linux turns receive times on a moment after the sandbox asked.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sandbox.inject(
+            Route::Send,
+            Fault {
+                delay: Duration::from_millis(1500),
+                times: Some(1),
+                ..Fault::default()
+            },
+        );
+        let address = sandbox.base_url().trim_start_matches("http://").to_owned();
+        let request = |to: &str| {
+            let body = send_body(&from, to).to_string();
+            format!(
+                "POST /v1/chat/messages/send HTTP/1.1\r\nhost: {address}\r\n\
+                 authorization: Bearer {}\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\n\r\n{body}",
+                sandbox.token(),
+                body.len()
+            )
+        };
+        let mut connection = TcpStream::connect(&address).await.unwrap();
+        connection
+            .write_all(request("14155550101").as_bytes())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        connection
+            .write_all(request("14155550102").as_bytes())
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let line = loop {
+            let report = sandbox.traffic();
+            let line = report.senders.into_iter().find(|line| line.sender == from);
+            if let Some(line) = line.filter(|line| line.accepted == 2) {
+                break line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the two sends were not committed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(line.busiest_second, 2, "{line:?}");
     }
 }
