@@ -73,9 +73,7 @@ impl ArrivalStream {
             arrivals,
         )
     }
-}
 
-impl ArrivalStream {
     /// The socket, for a look at what it received (`peek`) that takes nothing.
     pub(crate) fn get_ref(&self) -> &TcpStream {
         &self.inner
@@ -338,8 +336,7 @@ mod tests {
     /// second is handled 1.5 s after it arrived. Both count in one second (by when they were
     /// handled they would be 1.5 s apart: 1).
     #[tokio::test]
-    #[allow(clippy::unwrap_used)]
-    async fn a_send_handled_late_counts_in_the_second_it_arrived() {
+    async fn a_send_handled_late_counts_in_the_second_it_arrived() -> std::io::Result<()> {
         let sandbox = start(SandboxConfig::default()).await;
         let from = TestClient::new(&sandbox).sender_number().await;
         // Linux turns receive times on a moment after the sandbox asked.
@@ -363,16 +360,14 @@ mod tests {
                 body.len()
             )
         };
-        let mut connection = TcpStream::connect(&address).await.unwrap();
+        let mut connection = TcpStream::connect(&address).await?;
         connection
             .write_all(request("14155550101").as_bytes())
-            .await
-            .unwrap();
+            .await?;
         tokio::time::sleep(Duration::from_millis(10)).await;
         connection
             .write_all(request("14155550102").as_bytes())
-            .await
-            .unwrap();
+            .await?;
         let deadline = Instant::now() + Duration::from_secs(20);
         let line = loop {
             let report = sandbox.traffic();
@@ -387,5 +382,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         assert_eq!(line.busiest_second, 2, "{line:?}");
+        Ok(())
     }
 }
