@@ -46,6 +46,15 @@
 //! before it, within milliseconds. Where the store has no pub/sub, or while that connection
 //! is being made again, slots already granted still go (at most `HORIZON` of pace).
 //!
+//! A slot's time is known here only to within the round trip of the answer that granted it,
+//! and a slot is used at most 6 ms after its true time, that round trip included (`slots.rs`'s
+//! `LATE`; the spacing leaves 8 ms a second for it, `SHARED_SPAN`). So the store must be a few
+//! milliseconds away at most, as a Redis in the same data centre is. A store every answer takes
+//! longer to come from still paces, with 1 ms for a caller to wake: a slot may then be used its
+//! round trip and 1 ms late, and a second at the service may hold a few sends over the pace
+//! (about the pace × the round trip's excess over 5 ms). An answer much slower than usual (a
+//! stall) is given up, its slots with it.
+//!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on
 //! an unreachable store retries with backoff on a new connection (`link.rs`) and fails with
