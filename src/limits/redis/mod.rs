@@ -10,7 +10,8 @@
 //!   the calling host's clock to each script instead, for stores that refuse `TIME` in scripts
 //!   (Redis before 5 without effects replication, some proxies); hosts must then keep their
 //!   clocks in sync (NTP): a host ahead sees state as older than it is by its skew, and takes
-//!   slots that much early (logged at connect; keep it under 10 ms: a warning past 50).
+//!   slots that much early (logged at connect; keep it within 1 or 2 ms, which the pace's
+//!   guard leaves for it and the way there: a warning past 50).
 //! - `wait=<seconds>` (default 60): how long an operation waits for an unreachable store,
 //!   retrying with backoff, before it fails with `SharedStateError`.
 //!
@@ -48,12 +49,12 @@
 //!
 //! A slot's time is known here only to within the round trip of the answer that granted it,
 //! and a slot is used at most 6 ms after its true time, that round trip included (`slots.rs`'s
-//! `LATE`; the spacing leaves 8 ms a second for it, `SHARED_SPAN`). So the store must be a few
-//! milliseconds away at most, as a Redis in the same data centre is. A store every answer takes
+//! `LATE`; the spacing leaves 8 ms a second for it, `SHARED_SPAN`). So the store must answer within 5 ms,
+//! as a Redis in the same data centre does. A store every answer takes
 //! longer to come from still paces, with 1 ms for a caller to wake: a slot may then be used its
 //! round trip and 1 ms late, and a second at the service may hold a few sends over the pace
-//! (about the pace × the round trip's excess over 5 ms). An answer much slower than usual (a
-//! stall) is given up, its slots with it.
+//! (about the pace × the round trip's excess over 5 ms). An answer much slower than the quickest of
+//! the last few (a stall, an outage's retries) is given up, its slots with it.
 //!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on

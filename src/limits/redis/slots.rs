@@ -54,8 +54,9 @@ const MOST_FAST: usize = 1024;
 /// matters only far above the platform's paces. Measured at 5,000 a second (a campaign of
 /// 25,000, 2026-11-29): with 3 ms after the slot's time here (the round trip not counted), 513
 /// callers gave up their slot, 2 % of the pace; with 6 ms in all, 200 to 400 (woken a median
-/// 5.2 ms late). A guard of 12 ms (`LATE` 10 ms) kept 98.0–98.1 % there, but cost 1 % at 750
-/// and 1,000 a second, the paces that matter.
+/// 5.2 ms late). A guard of 12 ms (`LATE` 10 ms) kept 98.0–98.1 % there, but it costs 0.4 %
+/// of every pace, and at 750 and 1,000 a second, the paces that matter, it measured no better
+/// (97.5–98.6 %): not kept.
 const LATE: Duration = Duration::from_millis(6);
 /// The least time a caller is given to wake for its slot: tokio's timer ticks every
 /// millisecond (less, and the slot is as good as lost before it is taken).
@@ -63,6 +64,10 @@ const LEAST_TO_WAKE: Duration = Duration::from_millis(1);
 /// An answer that took this many times the usual round trip is "slow": Redis or the network
 /// stalled for a moment.
 const SLOW_ANSWER: u32 = 4;
+/// The usual round trip is the quickest of this many last answers: a stall, or an outage's
+/// retries (counted in an answer's time), never makes it look usual, and a store that became
+/// slower for good is taken as such after this many answers (each a batch given up).
+const RECENT_ANSWERS: usize = 16;
 
 /// What the store answered to a reservation, in offsets from the moment the answer came.
 pub(super) enum Grant {
@@ -94,7 +99,7 @@ struct Slot {
 ///
 /// - Quick enough to leave a caller `LEAST_TO_WAKE`: what `LATE` leaves after the round trip.
 /// - Slower, but no slower than usual by much (a store far away, which every answer takes
-///   as long to reach): `LEAST_TO_WAKE`, so that such a store still paces (a slot may then be
+///   as long to reach; or the first answer, when nothing is known yet): `LEAST_TO_WAKE`, so that such a store still paces (a slot may then be
 ///   used up to its round trip and 1 ms late: `mod.rs` asks for a store a few ms away at most).
 /// - A slow answer (a stall): given up. Its slots stay taken in the store, which only slows.
 fn time_to_use(took: Duration, usual: Duration) -> Option<Duration> {
@@ -117,8 +122,8 @@ struct State {
     /// The store's last failure, and when: callers that waited for that fetch fail with it
     /// rather than each waiting out the store's bound again in turn.
     failure: Option<(Instant, Error)>,
-    /// The usual round trip of a reservation (smoothed), once measured.
-    round_trip: Option<Duration>,
+    /// The round trips of the last answers (`RECENT_ANSWERS`), latest last.
+    round_trips: VecDeque<Duration>,
     /// Slots taken in the current horizon-long interval, in the one before, and when the
     /// current one began: what this process will likely take in the next horizon.
     taken_now: usize,
@@ -130,6 +135,18 @@ impl State {
     fn count_taken(&mut self, now: Instant) {
         self.roll(now);
         self.taken_now += 1;
+    }
+
+    /// The quickest of the last answers' round trips.
+    fn usual_round_trip(&self) -> Option<Duration> {
+        self.round_trips.iter().min().copied()
+    }
+
+    fn count_round_trip(&mut self, took: Duration) {
+        if self.round_trips.len() == RECENT_ANSWERS {
+            self.round_trips.pop_front();
+        }
+        self.round_trips.push_back(took);
     }
 
     fn roll(&mut self, now: Instant) {
@@ -296,8 +313,8 @@ impl Pool {
                 Grant::Slots(offsets) => {
                     let mut state = lock(&self.state);
                     state.next_free = None;
-                    let usual = state.round_trip.unwrap_or(took);
-                    state.round_trip = Some((usual * 7 + took) / 8);
+                    let usual = state.usual_round_trip().unwrap_or(took);
+                    state.count_round_trip(took);
                     let Some(to_use) = time_to_use(took, usual) else {
                         continue;
                     };
@@ -434,5 +451,28 @@ mod tests {
                 "{pace}/s: {pace} periods of {period:?} span less than {needed:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_usual_round_trip_is_the_quickest_recent_one() {
+        let ms = Duration::from_millis;
+        let mut state = State::default();
+        assert_eq!(state.usual_round_trip(), None);
+        state.count_round_trip(Duration::from_micros(600));
+        // An outage's retries, counted in one answer: not usual, and the next stall is one.
+        state.count_round_trip(Duration::from_secs(10));
+        assert_eq!(state.usual_round_trip(), Some(Duration::from_micros(600)));
+        assert_eq!(
+            time_to_use(ms(200), state.usual_round_trip().unwrap()),
+            None
+        );
+        // A store slower for good: usual once the quick answers are out of the recent ones.
+        for _ in 0..RECENT_ANSWERS - 2 {
+            state.count_round_trip(ms(20));
+            assert_eq!(state.usual_round_trip(), Some(Duration::from_micros(600)));
+        }
+        state.count_round_trip(ms(20));
+        assert_eq!(state.usual_round_trip(), Some(ms(20)));
+        assert_eq!(time_to_use(ms(21), ms(20)), Some(LEAST_TO_WAKE));
     }
 }
