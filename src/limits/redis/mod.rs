@@ -49,12 +49,12 @@
 //!
 //! A slot's time is known here only to within the round trip of the answer that granted it,
 //! and a slot is used at most 6 ms after its true time, that round trip included (`slots.rs`'s
-//! `LATE`; the spacing leaves 8 ms a second for it, `SHARED_SPAN`). So the store must answer within 5 ms,
-//! as a Redis in the same data centre does. A store every answer takes
-//! longer to come from still paces, with 1 ms for a caller to wake: a slot may then be used its
-//! round trip and 1 ms late, and a second at the service may hold a few sends over the pace
-//! (about the pace × the round trip's excess over 5 ms). An answer much slower than the quickest of
-//! the last few (a stall, an outage's retries) is given up, its slots with it.
+//! `LATE`; the spacing leaves 8 ms a second for it, `SHARED_SPAN`). So the store must answer
+//! within 5 ms, as a Redis in the same data centre does. A store every answer takes longer to
+//! come from still paces, with 1 ms for a caller to wake: a slot may then be used its round
+//! trip and 1 ms late, and a second at the service may hold sends over the pace (about the
+//! pace × the round trip's excess over 5 ms). An answer much slower than the quickest of the
+//! last 16 (a stall, an outage's retries) is given up, its slots with it.
 //!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on

@@ -98,10 +98,11 @@ struct Slot {
 /// `usual`, may be used after their time here, or `None` if they are given up.
 ///
 /// - Quick enough to leave a caller `LEAST_TO_WAKE`: what `LATE` leaves after the round trip.
-/// - Slower, but no slower than usual by much (a store far away, which every answer takes
-///   as long to reach; or the first answer, when nothing is known yet): `LEAST_TO_WAKE`, so that such a store still paces (a slot may then be
-///   used up to its round trip and 1 ms late: `mod.rs` asks for a store a few ms away at most).
-/// - A slow answer (a stall): given up. Its slots stay taken in the store, which only slows.
+/// - Slower, but no slower than `SLOW_ANSWER` times the usual (a store far away, which every
+///   answer takes as long to reach; or the first answer, when nothing is known yet):
+///   `LEAST_TO_WAKE`, so that such a store still paces (a slot may then be used up to its
+///   round trip and 1 ms late: `mod.rs` asks for a store that answers within 5 ms).
+/// - Slower still (a stall): given up. Its slots stay taken in the store, which only slows.
 fn time_to_use(took: Duration, usual: Duration) -> Option<Duration> {
     match LATE.checked_sub(took) {
         Some(left) if left >= LEAST_TO_WAKE => Some(left),
