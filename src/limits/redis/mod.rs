@@ -25,9 +25,10 @@
 //! Every key of one service (the client's base URL) carries one hash tag, `bz:{<hash>}:`, so
 //! every script's keys live on one Redis Cluster node, and every key is declared in KEYS:
 //! - `pause`: the service's pause (a `429`/`503` with `Retry-After`), µs of the clock;
-//! - `snd:<sender>`: a hash `{tat, pause}`: the sender's pace (GCRA's theoretical arrival
-//!   time) and its pause (its throughput code);
-//! - `cmp:<campaign>`: a hash `{tat}`: a campaign's `rate_limit=`;
+//! - `snd:<sender>`: a hash `{tat, pause, by}`: the sender's pace (GCRA's theoretical arrival
+//!   time), its pause (its throughput code), and the token of the last reservation (a batch
+//!   is given back only while it is the last);
+//! - `cmp:<campaign>`: a hash `{tat, by}`: a campaign's `rate_limit=`;
 //! - `pair:<sender>`: a hash recipient -> `n:until` for pairs whose pair rate was hit;
 //! - `acct:<account>:rcpt`: a sorted set recipient -> last contact (ms), the account's unique
 //!   recipients in the last 24 h;
@@ -54,7 +55,9 @@
 //! come from still paces, with 1 ms for a caller to wake: a slot may then be used its round
 //! trip and 1 ms late, and a second at the service may hold sends over the pace (about the
 //! pace × the round trip's excess over 5 ms). An answer much slower than the quickest of the
-//! last 16 (a stall, an outage's retries) is given up, its slots with it.
+//! last 16 (a stall, an outage's retries) is not used: its slots are dropped, and the batch is
+//! given back to the store (`GIVE_BACK`), which grants it again unless another reservation came
+//! after it.
 //!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on
@@ -65,10 +68,13 @@
 //!
 //! A Redis restarted without persistence (or flushed) has forgotten paces, pauses, pair
 //! spacing and tier counts. Pacing notices: the store's epoch (`epoch`, a key without expiry)
-//! is gone, and the first reservation after starts the schedule past the horizon, so the
-//! slots granted before the loss (at most `HORIZON` ahead) never overlap new ones, however
-//! often it happens: no second holds more than the pace. Tier counts restart from zero: run
-//! Redis with persistence (AOF or RDB) where that matters.
+//! is gone, and every pace's first reservation after starts its schedule `HORIZON` and a
+//! period past the new epoch, so the slots granted before the loss (at most `HORIZON` ahead)
+//! never overlap new ones, however often it happens: no second holds more than the pace. (A
+//! process of a bizmsg before 2026-11-30 holds back only the store's first reservation; a
+//! Redis restarted from a snapshot keeps an old epoch and is not noticed: back within
+//! `HORIZON`, it may grant slots next to those granted before the restart.) Tier counts
+//! restart from zero: run Redis with persistence (AOF or RDB) where that matters.
 //!
 //! A Redis that evicts keys under memory pressure (`maxmemory` with a policy other than
 //! `noeviction`: a shared cache) drops ours silently: every key of ours expires on its own, so
@@ -103,6 +109,7 @@ mod target;
 mod tests;
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -199,6 +206,7 @@ impl RedisLimits {
             pid,
             // The pid in it: a forked child's random generator repeats its parent's.
             origin: (u64::from(pid) << 32) ^ fastrand::u64(..),
+            reservations: AtomicU64::new(0),
             link: Link::new(Arc::clone(&self.target), self.tls.clone())?,
             pools: Mutex::new(HashMap::new()),
             pairs: Mutex::new(HashMap::new()),

@@ -3,6 +3,7 @@
 //! another process announces a pause.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,8 @@ pub(super) struct PerProcess {
     pub(super) pid: u32,
     /// Tells this process's announcements of pauses from others'.
     pub(super) origin: u64,
+    /// Reservations made so far: with `origin`, each one's token (`scripts.rs`'s `by`).
+    pub(super) reservations: AtomicU64,
     pub(super) link: Link,
     /// Reserved slots, by pace.
     pub(super) pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,

@@ -11,6 +11,9 @@ use std::sync::LazyLock;
 
 use ::redis::Script;
 
+use super::micros;
+use super::slots::HORIZON;
+
 /// Shared by every script: the clock, and integer formatting.
 const PRELUDE: &str = r"
 local function clock(arg)
@@ -28,20 +31,32 @@ local function int(x) return string.format('%d', math.floor(x)) end
 /// one message per period, no burst), none further ahead than `horizon`, none before the
 /// service's pause and the sender's pause end.
 ///
-/// The store's epoch (a key without expiry) tells whether it lost its state since the last
-/// reservation: a restart without persistence, a flush, an eviction. Slots granted before the
-/// loss, by any process, may still be up to `horizon` ahead, so a store without an epoch
-/// grants nothing before `now + horizon`: the new schedule never overlaps the old one, however
-/// often the state is lost.
+/// The store's epoch (a key without expiry, when its state began) tells whether it lost its
+/// state: a restart without persistence, a flush. Slots granted before the loss, by any
+/// process, may still be up to `HORIZON` ahead of it, so a hash without `tat` (new, or lost
+/// with the rest) grants nothing before the epoch, `HORIZON` and one period (the `tat` the
+/// lost schedule had at most), and a store without an epoch starts one now: the new schedule
+/// continues the old one, however often the state is lost. (Every hash's first reservation
+/// after the loss, not only the store's first; and the guard is `HORIZON` itself, not the
+/// caller's `horizon`, which a deadline shortens. Versions of bizmsg before 2026-11-30 held
+/// back only the store's first reservation.)
 ///
-/// KEYS: the epoch, the service pause (string), then the sender's hash (`tat`, `pause`) if
-/// ARGV[4] > 0, then the campaign's hash (`tat`) if ARGV[5] > 0.
-/// ARGV: clock, horizon µs, want, sender period µs (0: none), campaign period µs (0: none).
-/// Returns `{granted, first, offsets...}`: the offsets (µs from now) of the granted slots;
-/// when none is granted, `first` is the offset of the first slot that could be.
+/// Each hash written also records who wrote it last (`by`, the reservation's token), so that
+/// the batch can be given back (`GIVE_BACK`) while nobody has reserved after it.
+///
+/// KEYS: the epoch, the service pause (string), then the sender's hash (`tat`, `pause`, `by`)
+/// if ARGV[4] > 0, then the campaign's hash (`tat`, `by`) if ARGV[5] > 0.
+/// ARGV: clock, horizon µs, want, sender period µs (0: none), campaign period µs (0: none),
+/// token.
+/// Returns `{granted, first, sender from, sender to, campaign from, campaign to, offsets...}`:
+/// the offsets (µs from now) of the granted slots; when none is granted, `first` is the offset
+/// of the first slot that could be. `from` and `to` are each hash's `tat` before and after the
+/// batch (0 for a hash not reserved from), what `GIVE_BACK` needs; `from` already counts the
+/// pauses and the epoch's floor, so a batch given back never moves a slot before them.
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{PRELUDE}{}",
+        "{PRELUDE}local loss_guard = {}\n{}",
+        micros(HORIZON),
         r"
 local now = clock(ARGV[1])
 local horizon = tonumber(ARGV[2])
@@ -53,23 +68,30 @@ local k = 3
 if sp > 0 then skey = KEYS[k]; k = k + 1 end
 if cp > 0 then ckey = KEYS[k] end
 local floor = math.max(now, tonumber(redis.call('GET', KEYS[2])) or 0)
-if redis.call('SET', KEYS[1], int(now), 'NX') then floor = math.max(floor, now + horizon) end
+local epoch = tonumber(redis.call('GET', KEYS[1]))
+if not epoch then
+  epoch = now
+  redis.call('SET', KEYS[1], int(now))
+end
+local unknown = epoch + loss_guard
 local stat, spause = 0, 0
 if skey then
   local v = redis.call('HMGET', skey, 'tat', 'pause')
-  stat = tonumber(v[1]) or 0
+  stat = tonumber(v[1]) or unknown + sp
   spause = tonumber(v[2]) or 0
   floor = math.max(floor, spause)
 end
 stat = math.max(stat, floor)
 local ctat = floor
-if ckey then ctat = math.max(tonumber(redis.call('HGET', ckey, 'tat')) or 0, floor) end
-local out = {0, 0}
+if ckey then ctat = math.max(tonumber(redis.call('HGET', ckey, 'tat')) or unknown + cp, floor) end
+local out = {0, 0, 0, 0, 0, 0}
+if skey then out[3] = stat end
+if ckey then out[5] = ctat end
 local n = 0
 local at = math.max(stat, ctat)
 while n < want and at - now <= horizon do
   n = n + 1
-  out[n + 2] = at - now
+  out[n + 6] = at - now
   if skey then stat = at + sp end
   if ckey then ctat = at + cp end
   at = math.max(stat, ctat)
@@ -79,16 +101,52 @@ if n == 0 then
   out[2] = at - now
   return out
 end
-out[2] = out[3]
+out[2] = out[7]
 if skey then
-  redis.call('HSET', skey, 'tat', int(stat))
+  redis.call('HSET', skey, 'tat', int(stat), 'by', ARGV[6])
   redis.call('PEXPIRE', skey, int((math.max(stat, spause) - now) / 1000 + 60000))
+  out[4] = stat
 end
 if ckey then
-  redis.call('HSET', ckey, 'tat', int(ctat))
+  redis.call('HSET', ckey, 'tat', int(ctat), 'by', ARGV[6])
   redis.call('PEXPIRE', ckey, int((ctat - now) / 1000 + 60000))
+  out[6] = ctat
 end
 return out
+"
+    ))
+});
+
+/// Gives back a batch its process will not use (`slots.rs`: its answer came too late to place
+/// its slots in time): each hash's `tat` goes back to where the batch began, if nobody has
+/// reserved from it since (its `tat` and `by` still the batch's). A hash reserved from after
+/// the batch, or lost since, keeps its state: the batch's slots are then only unused, as they
+/// would be without this script.
+///
+/// Why this never puts two sends in one slot: the batch's slots were dropped before this runs,
+/// so none of them is used; and the hash's `tat` moves back only from the end of the batch,
+/// past which nothing was granted (`by` tells the batch from another with the same end, once
+/// the hash was lost and reserved anew), to where it began, before which every slot was
+/// granted already. `by` goes with it, so that a batch is given back at most once, however
+/// often the script runs; and each attempt of a reservation writes a token of its own
+/// (`store.rs`), so that an attempt given up for lost and run later is not taken for it.
+///
+/// KEYS: the hashes reserved from. ARGV: the batch's token, then `from`, `to` for each key.
+/// Returns how many hashes were given back.
+pub(super) static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{PRELUDE}{}",
+        r"
+local given = 0
+for i = 1, #KEYS do
+  local v = redis.call('HMGET', KEYS[i], 'tat', 'by')
+  if v[2] == ARGV[1] and tonumber(v[1]) == tonumber(ARGV[2 * i + 1]) then
+    redis.call('HSET', KEYS[i], 'tat', int(tonumber(ARGV[2 * i])))
+    redis.call('HDEL', KEYS[i], 'by')
+    given = given + 1
+  end
+end
+return given
 "
     ))
 });
@@ -271,12 +329,12 @@ impl Keys {
         format!("{}pause", self.prefix)
     }
 
-    /// A sender's pace and pause, a hash `{tat, pause}`.
+    /// A sender's pace and pause, a hash `{tat, pause, by}`.
     pub(super) fn sender(&self, sender: &str) -> String {
         format!("{}snd:{sender}", self.prefix)
     }
 
-    /// A campaign's rate (`rate_limit=` with a `campaign_id`), a hash `{tat}`.
+    /// A campaign's rate (`rate_limit=` with a `campaign_id`), a hash `{tat, by}`.
     pub(super) fn campaign(&self, campaign: &str) -> String {
         format!("{}cmp:{campaign}", self.prefix)
     }

@@ -11,6 +11,12 @@
 //! When the store has no slot within the horizon it says when its first free one is; the
 //! fetcher sleeps until enough of them have come within reach for one request to serve every
 //! caller waiting, and asks again (still ahead of that first slot: nothing is lost).
+//!
+//! An answer that came too late for its slots to be placed in time (a stall), or that answers
+//! a request made before a pause this process learned of, is not used: its slots are dropped,
+//! and the batch is given back to the store before the next request (one more round trip),
+//! so that a stall costs the pace its own length rather than a whole batch (`scripts.rs`'s
+//! `GIVE_BACK`, which refuses when another process reserved after the batch).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,8 +29,10 @@ use crate::error::{Error, Result};
 use crate::sync::lock;
 
 /// How far ahead of its time a slot may be granted. Slots already granted still go when the
-/// store loses its state, so a sender can see `(1 + HORIZON) × pace + 1` messages in one
-/// second then: 76 for a STANDARD sender paced at 60 under a ceiling of 80.
+/// store loses its state; the store's epoch keeps new ones after them (`scripts.rs`), but
+/// where it cannot tell (a Redis restarted from a snapshot, which keeps an old epoch; a
+/// process of a bizmsg before 2026-11-30), a sender can see `(1 + HORIZON) × pace + 1`
+/// messages in one second then: 76 for a STANDARD sender paced at 60 under a ceiling of 80.
 pub(super) const HORIZON: Duration = Duration::from_millis(250);
 /// How long before its first slot a fetcher asks again, at the latest (the round trip and a
 /// late wake-up must fit in it).
@@ -66,13 +74,13 @@ const LEAST_TO_WAKE: Duration = Duration::from_millis(1);
 const SLOW_ANSWER: u32 = 4;
 /// The usual round trip is the quickest of this many last answers: a stall, or an outage's
 /// retries (counted in an answer's time), never makes it look usual, and a store that became
-/// slower for good is taken as such after this many answers (each a batch given up).
+/// slower for good is taken as such after this many answers (each a batch given back).
 const RECENT_ANSWERS: usize = 16;
 
 /// What the store answered to a reservation, in offsets from the moment the answer came.
-pub(super) enum Grant {
-    /// Slots, in order.
-    Slots(Vec<Duration>),
+pub(super) enum Grant<Batch> {
+    /// Slots, in order, and what gives them back to the store (`Batch`).
+    Slots(Vec<Duration>, Batch),
     /// None within the horizon; the first free one is this far ahead.
     FirstFree(Duration),
 }
@@ -102,7 +110,8 @@ struct Slot {
 ///   answer takes as long to reach; or the first answer, when nothing is known yet):
 ///   `LEAST_TO_WAKE`, so that such a store still paces (a slot may then be used up to its
 ///   round trip and 1 ms late: `mod.rs` asks for a store that answers within 5 ms).
-/// - Slower still (a stall): given up. Its slots stay taken in the store, which only slows.
+/// - Slower still (a stall): not used. Its batch is given back to the store (see the module's
+///   docs), which grants it again unless another reservation came after it.
 fn time_to_use(took: Duration, usual: Duration) -> Option<Duration> {
     match LATE.checked_sub(took) {
         Some(left) if left >= LEAST_TO_WAKE => Some(left),
@@ -217,11 +226,20 @@ impl Pool {
     }
 
     /// Waits for a slot of this pool and takes it. `fetch(want, horizon)` asks the store for
-    /// up to `want` slots within `horizon`. A slot past `deadline` is not taken: a timeout.
-    pub(super) async fn take<F, Fut>(&self, deadline: Option<Instant>, mut fetch: F) -> Result<()>
+    /// up to `want` slots within `horizon`; `give_back(batch)` returns to the store a batch
+    /// whose slots this pool dropped unused (best effort: it reports nothing). A slot past
+    /// `deadline` is not taken: a timeout.
+    pub(super) async fn take<F, Fut, Batch, G, GFut>(
+        &self,
+        deadline: Option<Instant>,
+        mut fetch: F,
+        mut give_back: G,
+    ) -> Result<()>
     where
         F: FnMut(usize, Duration) -> Fut,
-        Fut: std::future::Future<Output = Result<Grant>>,
+        Fut: std::future::Future<Output = Result<Grant<Batch>>>,
+        G: FnMut(Batch) -> GFut,
+        GFut: std::future::Future<Output = ()>,
     {
         let _caller = Caller::new(self);
         loop {
@@ -275,7 +293,7 @@ impl Pool {
                 }
                 Next::Fetch => {
                     let fetching = Fetching(self);
-                    if let Err(error) = self.fetch(deadline, &mut fetch).await {
+                    if let Err(error) = self.fetch(deadline, &mut fetch, &mut give_back).await {
                         // A timeout is this caller's deadline, not the store's failure.
                         if matches!(error, Error::SharedState(_)) {
                             lock(&self.state).failure = Some((Instant::now(), error.clone()));
@@ -289,10 +307,17 @@ impl Pool {
     }
 
     /// Asks the store until it grants slots (this caller is the one fetching).
-    async fn fetch<F, Fut>(&self, deadline: Option<Instant>, fetch: &mut F) -> Result<()>
+    async fn fetch<F, Fut, Batch, G, GFut>(
+        &self,
+        deadline: Option<Instant>,
+        fetch: &mut F,
+        give_back: &mut G,
+    ) -> Result<()>
     where
         F: FnMut(usize, Duration) -> Fut,
-        Fut: std::future::Future<Output = Result<Grant>>,
+        Fut: std::future::Future<Output = Result<Grant<Batch>>>,
+        G: FnMut(Batch) -> GFut,
+        GFut: std::future::Future<Output = ()>,
     {
         loop {
             let want = lock(&self.state).want(Instant::now(), self.period);
@@ -307,23 +332,36 @@ impl Pool {
                 None => HORIZON,
             };
             let asked = Instant::now();
+            let epoch = self.epoch.load(Ordering::Acquire);
             let grant = fetch(want, horizon).await?;
             let answered = Instant::now();
             let took = answered - asked;
             match grant {
-                Grant::Slots(offsets) => {
-                    let mut state = lock(&self.state);
-                    state.next_free = None;
-                    let usual = state.usual_round_trip().unwrap_or(took);
-                    state.count_round_trip(took);
-                    let Some(to_use) = time_to_use(took, usual) else {
-                        continue;
+                Grant::Slots(offsets, batch) => {
+                    let to_use = {
+                        let mut state = lock(&self.state);
+                        state.next_free = None;
+                        let usual = state.usual_round_trip().unwrap_or(took);
+                        state.count_round_trip(took);
+                        // An answer to a request made before a pause this process learned of
+                        // meanwhile: its slots may lie within the pause (helper-40).
+                        let paused = self.epoch.load(Ordering::Acquire) != epoch;
+                        let to_use = time_to_use(took, usual).filter(|_| !paused);
+                        if let Some(to_use) = to_use {
+                            state.slots.extend(offsets.iter().map(|offset| Slot {
+                                due: answered + *offset,
+                                latest: answered + *offset + to_use,
+                            }));
+                        }
+                        to_use
                     };
-                    state.slots.extend(offsets.into_iter().map(|offset| Slot {
-                        due: answered + offset,
-                        latest: answered + offset + to_use,
-                    }));
-                    return Ok(());
+                    if to_use.is_some() {
+                        return Ok(());
+                    }
+                    // A stall, or a pause: none of these slots was put in the pool, so none is
+                    // used. Given back before asking again, the next request can be granted
+                    // them (after the pause: the store floors every reservation at it).
+                    give_back(batch).await;
                 }
                 Grant::FirstFree(first) => {
                     let first_free = answered + first;
@@ -394,11 +432,15 @@ mod tests {
             let pool = Arc::clone(&pool);
             let fetches = Arc::clone(&fetches);
             tasks.push(tokio::spawn(async move {
-                pool.take(None, |want, _| {
-                    fetches.fetch_add(1, Ordering::Relaxed);
-                    let offsets = (0..want as u64).map(|i| Duration::from_millis(i * 10));
-                    std::future::ready(Ok(Grant::Slots(offsets.collect())))
-                })
+                pool.take(
+                    None,
+                    |want, _| {
+                        fetches.fetch_add(1, Ordering::Relaxed);
+                        let offsets = (0..want as u64).map(|i| Duration::from_millis(i * 10));
+                        std::future::ready(Ok(Grant::Slots(offsets.collect(), ())))
+                    },
+                    |()| std::future::ready(()),
+                )
                 .await
             }));
         }
@@ -411,11 +453,76 @@ mod tests {
         let pool = Pool::new(Duration::from_millis(10));
         let deadline = Instant::now() + Duration::from_millis(50);
         let refused = pool
-            .take(Some(deadline), |_, _| {
-                std::future::ready(Ok(Grant::FirstFree(Duration::from_secs(5))))
-            })
+            .take(
+                Some(deadline),
+                |_, _| std::future::ready(Ok(Grant::FirstFree(Duration::from_secs(5)))),
+                |()| std::future::ready(()),
+            )
             .await;
         assert!(matches!(refused, Err(Error::Timeout(_))));
+    }
+
+    /// An answer to a request made before a pause this process learned of is not used (its
+    /// slots may lie within the pause) and is given back.
+    #[tokio::test]
+    async fn an_answer_asked_before_a_pause_is_given_back() {
+        let pool = Pool::new(Duration::from_millis(1));
+        let asked = Mutex::new(0_u32);
+        let given_back = Mutex::new(Vec::new());
+        let fetch = |_want: usize, _horizon: Duration| {
+            let batch = {
+                let mut asked = lock(&asked);
+                *asked += 1;
+                *asked
+            };
+            if batch == 1 {
+                pool.pause();
+            }
+            std::future::ready(Ok(Grant::Slots(vec![Duration::ZERO], batch)))
+        };
+        let give_back = |batch| {
+            lock(&given_back).push(batch);
+            std::future::ready(())
+        };
+        pool.take(None, fetch, give_back).await.unwrap();
+        assert_eq!(*lock(&given_back), vec![1]);
+        assert_eq!(*lock(&asked), 2);
+    }
+
+    /// A stall's batch is dropped unused and given back before the next request; a quick
+    /// answer's batch is kept and never given back. (Real time: the stall is 200 ms against
+    /// answers that are ready at once, far past `SLOW_ANSWER` times the usual on any machine.)
+    #[tokio::test]
+    async fn a_stalled_batch_is_given_back_and_never_used() {
+        let pool = Pool::new(Duration::from_millis(1));
+        let asked = Mutex::new(0_u32);
+        let given_back = Mutex::new(Vec::new());
+        let taken_from = Mutex::new(Vec::new());
+        let fetch = |_want: usize, _horizon: Duration| {
+            let batch = {
+                let mut asked = lock(&asked);
+                *asked += 1;
+                *asked
+            };
+            async move {
+                if batch == 2 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(Grant::Slots(vec![Duration::ZERO], batch))
+            }
+        };
+        let give_back = |batch| {
+            lock(&given_back).push(batch);
+            std::future::ready(())
+        };
+        for _ in 0..2 {
+            pool.take(None, fetch, give_back).await.unwrap();
+            taken_from.lock().unwrap().push(*lock(&asked));
+        }
+        // Batch 1 served the first caller; batch 2 stalled, was given back, and batch 3
+        // served the second.
+        assert_eq!(*lock(&given_back), vec![2]);
+        assert_eq!(*taken_from.lock().unwrap(), vec![1, 3]);
     }
 
     #[test]

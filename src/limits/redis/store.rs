@@ -1,6 +1,7 @@
 //! The store's operations: each a script (or a plain command) run through the process's
 //! link to Redis, with the reserved slots and the copies of `per_process.rs` in front.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
@@ -11,6 +12,14 @@ use super::target::Clock;
 use super::{from_micros, lock, micros, period, scripts, RedisLimits};
 use crate::error::{Error, Result};
 use crate::limits::{LimitsStore, Scope, Slot, StoreHealth, TierCount, TierVerdict};
+
+/// A reservation's batch, as `scripts.rs`'s `GIVE_BACK` needs it: the token the batch was
+/// written with, and the `tat` of the sender's and the campaign's hash before and after it.
+pub(super) struct Batch {
+    token: String,
+    sender: Option<(i64, i64)>,
+    campaign: Option<(i64, i64)>,
+}
 
 /// How long a pair's count of pair-rate hits is remembered after its wait ends: a hit within
 /// it waits 4× longer than the last.
@@ -23,6 +32,9 @@ const PAUSE_FRESH_FOR: Duration = Duration::from_millis(250);
 /// warning is logged: a host ahead takes slots that much early, so 50 ms is a twentieth of a
 /// second's pace in bursts.
 const SKEW_WARNING: Duration = Duration::from_millis(50);
+/// How long giving back a stalled batch may wait for the store: its slots are at most a
+/// horizon ahead, so past that there is nothing left to give back.
+const GIVE_BACK_WAIT: Duration = super::slots::HORIZON;
 /// The rolling window of a messaging tier.
 const TIER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// Recipients counted per script: one script blocks the server while it runs.
@@ -114,14 +126,17 @@ impl RedisLimits {
     }
 
     /// Asks for up to `want` slots within `horizon`.
-    async fn reserve(
+    pub(super) async fn reserve(
         &self,
         here: &PerProcess,
         key: &PoolKey,
         want: usize,
         horizon: Duration,
         deadline: Option<Instant>,
-    ) -> Result<Grant> {
+    ) -> Result<Grant<Batch>> {
+        // A token per attempt, not per reservation: an attempt given up for lost may still run
+        // later, and must not pass for the one whose answer came (helper-40).
+        let mut token = String::new();
         let mut keys = vec![self.keys.epoch(), self.keys.service_pause()];
         if let Some((sender, _)) = &key.sender {
             keys.push(self.keys.sender(sender));
@@ -134,6 +149,11 @@ impl RedisLimits {
         let reply: Vec<i64> = here
             .link
             .run(deadline, |mut connection| {
+                token = format!(
+                    "{:x}.{}",
+                    here.origin,
+                    here.reservations.fetch_add(1, Ordering::Relaxed)
+                );
                 let mut invocation = scripts::RESERVE.prepare_invoke();
                 for key in &keys {
                     invocation.key(key);
@@ -143,16 +163,84 @@ impl RedisLimits {
                     .arg(micros(horizon))
                     .arg(want)
                     .arg(sender_period)
-                    .arg(campaign_period);
+                    .arg(campaign_period)
+                    .arg(&token);
                 async move { invocation.invoke_async(&mut connection).await }
             })
             .await?;
         match reply.as_slice() {
             [0, first, ..] => Ok(Grant::FirstFree(from_micros(*first))),
-            [_, _, offsets @ ..] if !offsets.is_empty() => Ok(Grant::Slots(
-                offsets.iter().map(|offset| from_micros(*offset)).collect(),
-            )),
+            [_, _, sender_from, sender_to, campaign_from, campaign_to, offsets @ ..]
+                if !offsets.is_empty() =>
+            {
+                Ok(Grant::Slots(
+                    offsets.iter().map(|offset| from_micros(*offset)).collect(),
+                    Batch {
+                        token,
+                        sender: key.sender.as_ref().map(|_| (*sender_from, *sender_to)),
+                        campaign: key
+                            .campaign
+                            .as_ref()
+                            .map(|_| (*campaign_from, *campaign_to)),
+                    },
+                ))
+            }
             _ => Err(self.unexpected("a reservation")),
+        }
+    }
+
+    /// Gives back a batch none of whose slots will be used (`slots.rs`: an answer too late to
+    /// place, or one that raced a pause). Best effort:
+    /// a batch not given back is only unused, as it was before. So it is one attempt, bounded
+    /// by `GIVE_BACK_WAIT` and the call's deadline, never retried (a script run twice must not
+    /// give back twice) and never taken for an outage; a failure is logged at debug level.
+    pub(super) async fn give_back(
+        &self,
+        here: &PerProcess,
+        key: &PoolKey,
+        batch: Batch,
+        deadline: Option<Instant>,
+    ) {
+        let mut keys = Vec::new();
+        let mut bounds = Vec::new();
+        if let (Some((sender, _)), Some(bound)) = (&key.sender, batch.sender) {
+            keys.push(self.keys.sender(sender));
+            bounds.push(bound);
+        }
+        if let (Some((campaign, _)), Some(bound)) = (&key.campaign, batch.campaign) {
+            keys.push(self.keys.campaign(campaign));
+            bounds.push(bound);
+        }
+        let bound = Instant::now() + GIVE_BACK_WAIT;
+        let until = deadline.map_or(bound, |deadline| deadline.min(bound));
+        let once = here.link.once(|mut connection| {
+            let mut invocation = scripts::GIVE_BACK.prepare_invoke();
+            for key in &keys {
+                invocation.key(key);
+            }
+            invocation.arg(&batch.token);
+            for (from, to) in &bounds {
+                invocation.arg(*from).arg(*to);
+            }
+            async move { invocation.invoke_async::<i64>(&mut connection).await }
+        });
+        let shown = &self.target.shown;
+        match tokio::time::timeout_at(until.into(), once).await {
+            Ok(Ok(given)) => log::debug!(
+                target: "bizmsg",
+                "shared limits {shown}: unused slots given back to {given} of {} paces (a \
+                 pace reserved from since keeps them)",
+                keys.len()
+            ),
+            Ok(Err(error)) => log::debug!(
+                target: "bizmsg",
+                "shared limits {shown}: unused slots not given back: {error}"
+            ),
+            Err(_) => log::debug!(
+                target: "bizmsg",
+                "shared limits {shown}: unused slots not known to be given back: no answer \
+                 in time (the store may still run it)"
+            ),
         }
     }
 
@@ -255,9 +343,11 @@ impl LimitsStore for RedisLimits {
             }
             let pool = here.pool(&key);
             let (here, key) = (&*here, &key);
-            pool.take(deadline, move |want, horizon| {
-                self.reserve(here, key, want, horizon, deadline)
-            })
+            pool.take(
+                deadline,
+                move |want, horizon| self.reserve(here, key, want, horizon, deadline),
+                move |batch| self.give_back(here, key, batch, deadline),
+            )
             .await
         })
     }
