@@ -175,12 +175,17 @@ impl LimitsStore for LocalLimits {
         sender: &'a str,
         recipient: &'a str,
     ) -> BoxFuture<'a, Result<Duration>> {
-        let wait = lock(&self.pairs)
+        Box::pin(std::future::ready(Ok(
+            self.pair_wait_known(sender, recipient)
+        )))
+    }
+
+    fn pair_wait_known(&self, sender: &str, recipient: &str) -> Duration {
+        lock(&self.pairs)
             .get(&(sender.to_owned(), recipient.to_owned()))
             .map_or(Duration::ZERO, |(_, until)| {
                 until.saturating_duration_since(Instant::now())
-            });
-        Box::pin(std::future::ready(Ok(wait)))
+            })
     }
 
     fn count_recipients<'a>(

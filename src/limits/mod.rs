@@ -131,6 +131,11 @@ pub trait LimitsStore: Send + Sync {
         recipient: &'a str,
     ) -> BoxFuture<'a, Result<Duration>>;
 
+    /// The same, as this process knows it now, never waiting for the store: asked between a
+    /// slot and its request, where a wait would send the request late for its slot (a slot is
+    /// used within a bound of its time, `redis/slots.rs`).
+    fn pair_wait_known(&self, sender: &str, recipient: &str) -> Duration;
+
     /// Counts `recipients` (digits as numbers) against `account`'s tier of `limit` unique
     /// recipients per rolling 24 h.
     fn count_recipients<'a>(

@@ -57,7 +57,9 @@
 //! pace × the round trip's excess over 5 ms). An answer much slower than the quickest of the
 //! last 16 (a stall, an outage's retries) is not used: its slots are dropped, and the batch is
 //! given back to the store (`GIVE_BACK`), which grants it again unless another reservation came
-//! after it.
+//! after it. Nothing between a slot and its request waits for the store, and a message's last
+//! step before it (a journal's write) begins `STEP_LEAD` before the slot's time: one that ends
+//! past the slot's bound takes a later slot (`store.rs`, `slot`).
 //!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on
@@ -89,7 +91,10 @@
 //! `pair_wait`, asked before every message of a campaign, is answered from this process's copy
 //! of the sender's spaced pairs, read from the store at most about once a second per sender:
 //! a pair spaced by another process is seen here up to about a second late (the platform
-//! tolerates short bursts to a pair; its own refusal would space it here at once).
+//! tolerates short bursts to a pair; its own refusal would space it here at once). Asked again
+//! after the message's slot, it is `pair_wait_known`, which never reads: a read that met a
+//! stalled store sent the request late for its slot (helper-43: a second of 61 at a pace of
+//! 60).
 //!
 //! # Processes
 //! Callers run on many tokio runtimes; the connection lives on a runtime of its own

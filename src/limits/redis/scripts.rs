@@ -11,9 +11,6 @@ use std::sync::LazyLock;
 
 use ::redis::Script;
 
-use super::micros;
-use super::slots::HORIZON;
-
 /// Shared by every script: the clock, and integer formatting.
 const PRELUDE: &str = r"
 local function clock(arg)
@@ -55,9 +52,10 @@ local function int(x) return string.format('%d', math.floor(x)) end
 /// pauses and the epoch's floor, so a batch given back never moves a slot before them.
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{PRELUDE}local loss_guard = {}\n{}",
-        micros(HORIZON),
+        "{PRELUDE}{}",
         r"
+-- HORIZON in µs (a test ties the two).
+local loss_guard = 250000
 local now = clock(ARGV[1])
 local horizon = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
@@ -358,5 +356,20 @@ impl Keys {
     /// holds changed: versions that read another shape each keep their own.)
     pub(super) fn paces(&self) -> String {
         format!("{}senders", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::micros;
+    use super::super::slots::HORIZON;
+
+    /// `RESERVE`'s guard after a loss is `HORIZON`, written as a literal so that every script
+    /// keeps the shape `PRELUDE` + one literal body (`../shared/repro/distributed/redis_sim.py`
+    /// loads them by it).
+    #[test]
+    fn the_loss_guard_is_the_horizon() {
+        let guard = format!("local loss_guard = {}\n", micros(HORIZON));
+        assert!(include_str!("scripts.rs").contains(&guard), "{guard}");
     }
 }

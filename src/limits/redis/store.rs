@@ -11,7 +11,7 @@ use super::slots::Grant;
 use super::target::Clock;
 use super::{from_micros, lock, micros, period, scripts, RedisLimits};
 use crate::error::{Error, Result};
-use crate::limits::{LimitsStore, Scope, Slot, StoreHealth, TierCount, TierVerdict};
+use crate::limits::{Departure, LimitsStore, Scope, Slot, StoreHealth, TierCount, TierVerdict};
 
 /// A reservation's batch, as `scripts.rs`'s `GIVE_BACK` needs it: the token the batch was
 /// written with, and the `tat` of the sender's and the campaign's hash before and after it.
@@ -35,6 +35,13 @@ const SKEW_WARNING: Duration = Duration::from_millis(50);
 /// How long giving back a stalled batch may wait for the store: its slots are at most a
 /// horizon ahead, so past that there is nothing left to give back.
 const GIVE_BACK_WAIT: Duration = super::slots::HORIZON;
+/// How long before its slot's time a message's last step before its request (a journal's
+/// write of its row as `dispatched`) begins: long enough for a usual write, so that the request
+/// goes at its slot's time, and short, so that a message is recorded `dispatched` (in doubt
+/// after a crash) only just before it is sent. A step that ends late has its message wait for
+/// a later slot with its row `dispatched`: in doubt if the process dies meanwhile (for as long
+/// as an outage of the store lasts, at worst).
+const STEP_LEAD: Duration = Duration::from_millis(10);
 /// The rolling window of a messaging tier.
 const TIER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// Recipients counted per script: one script blocks the server while it runs.
@@ -125,6 +132,19 @@ impl RedisLimits {
         }
     }
 
+    /// The hashes of `key`'s paces: the sender's, then the campaign's.
+    fn pace_keys(&self, key: &PoolKey) -> Vec<String> {
+        let sender = key
+            .sender
+            .iter()
+            .map(|(sender, _)| self.keys.sender(sender));
+        let campaign = key
+            .campaign
+            .iter()
+            .map(|(campaign, _)| self.keys.campaign(campaign));
+        sender.chain(campaign).collect()
+    }
+
     /// Asks for up to `want` slots within `horizon`.
     pub(super) async fn reserve(
         &self,
@@ -138,12 +158,7 @@ impl RedisLimits {
         // later, and must not pass for the one whose answer came (helper-40).
         let mut token = String::new();
         let mut keys = vec![self.keys.epoch(), self.keys.service_pause()];
-        if let Some((sender, _)) = &key.sender {
-            keys.push(self.keys.sender(sender));
-        }
-        if let Some((campaign, _)) = &key.campaign {
-            keys.push(self.keys.campaign(campaign));
-        }
+        keys.extend(self.pace_keys(key));
         let sender_period = key.sender.as_ref().map_or(0, |(_, period)| *period);
         let campaign_period = key.campaign.as_ref().map_or(0, |(_, period)| *period);
         let reply: Vec<i64> = here
@@ -201,15 +216,11 @@ impl RedisLimits {
         batch: Batch,
         deadline: Option<Instant>,
     ) {
-        let mut keys = Vec::new();
-        let mut bounds = Vec::new();
-        if let (Some((sender, _)), Some(bound)) = (&key.sender, batch.sender) {
-            keys.push(self.keys.sender(sender));
-            bounds.push(bound);
-        }
-        if let (Some((campaign, _)), Some(bound)) = (&key.campaign, batch.campaign) {
-            keys.push(self.keys.campaign(campaign));
-            bounds.push(bound);
+        // A batch holds a bound for each pace of its pool, in the same order.
+        let keys = self.pace_keys(key);
+        let bounds: Vec<(i64, i64)> = batch.sender.into_iter().chain(batch.campaign).collect();
+        if keys.len() != bounds.len() {
+            return;
         }
         let bound = Instant::now() + GIVE_BACK_WAIT;
         let until = deadline.map_or(bound, |deadline| deadline.min(bound));
@@ -278,6 +289,69 @@ impl RedisLimits {
         }
     }
 
+    /// Waits for a slot of `slot`'s paces (a message with no pace: for the service's pause)
+    /// and takes it, making `last_step` (a journal's write) first. The step begins `STEP_LEAD`
+    /// before the slot's time, so that it is made by then; one that ends past the slot's
+    /// bound takes a later slot, the step made: sent when the step ended, next to the following
+    /// slots, the request could put more than the pace in one second.
+    async fn slot(
+        &self,
+        slot: Slot<'_>,
+        deadline: Option<Instant>,
+        mut last_step: Option<BoxFuture<'_, bool>>,
+    ) -> Result<()> {
+        let here = self.here()?;
+        let key = PoolKey {
+            sender: match slot.sender {
+                Some((sender, pace)) => Some((sender.to_owned(), period(pace)?)),
+                None => None,
+            },
+            campaign: match slot.campaign {
+                Some((campaign, rate)) => Some((campaign.to_owned(), period(rate)?)),
+                None => None,
+            },
+        };
+        if key.sender.is_none() && key.campaign.is_none() {
+            self.service_pause(&here, deadline).await?;
+            if let Some(step) = last_step {
+                step.await;
+            }
+            return Ok(());
+        }
+        let pool = here.pool(&key);
+        let (here, key) = (&*here, &key);
+        loop {
+            let lead = if last_step.is_some() {
+                STEP_LEAD
+            } else {
+                Duration::ZERO
+            };
+            let taken = pool
+                .take(
+                    deadline,
+                    lead,
+                    move |want, horizon| self.reserve(here, key, want, horizon, deadline),
+                    move |batch| self.give_back(here, key, batch, deadline),
+                )
+                .await?;
+            if let Some(step) = last_step.take() {
+                if !step.await {
+                    // The message does not go (its claim was lost): nothing to wait for.
+                    return Ok(());
+                }
+            }
+            if pool.ready(&taken).await {
+                return Ok(());
+            }
+            log::debug!(
+                target: "bizmsg",
+                "shared limits {}: a slot given up, its message's last step before the \
+                 request ended past its time; a later one is taken",
+                self.target.shown
+            );
+        }
+    }
+
     /// The spaced pairs of `sender` as this process knows them, read again when older than
     /// `PAIRS_FRESH_FOR` (by one caller; the others answer from the copy meanwhile).
     async fn pairs_of(&self, here: &PerProcess, sender: &str, recipient: &str) -> Result<Duration> {
@@ -326,29 +400,18 @@ impl RedisLimits {
 
 impl LimitsStore for RedisLimits {
     fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.slot(slot, deadline, None))
+    }
+
+    fn admit_then<'a>(
+        &'a self,
+        slot: Slot<'a>,
+        deadline: Option<Instant>,
+        before_release: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<Departure>> {
         Box::pin(async move {
-            let here = self.here()?;
-            let key = PoolKey {
-                sender: match slot.sender {
-                    Some((sender, pace)) => Some((sender.to_owned(), period(pace)?)),
-                    None => None,
-                },
-                campaign: match slot.campaign {
-                    Some((campaign, rate)) => Some((campaign.to_owned(), period(rate)?)),
-                    None => None,
-                },
-            };
-            if key.sender.is_none() && key.campaign.is_none() {
-                return self.service_pause(&here, deadline).await;
-            }
-            let pool = here.pool(&key);
-            let (here, key) = (&*here, &key);
-            pool.take(
-                deadline,
-                move |want, horizon| self.reserve(here, key, want, horizon, deadline),
-                move |batch| self.give_back(here, key, batch, deadline),
-            )
-            .await
+            self.slot(slot, deadline, before_release).await?;
+            Ok(Departure::default())
         })
     }
 
@@ -431,6 +494,21 @@ impl LimitsStore for RedisLimits {
             let here = self.here()?;
             self.pairs_of(&here, sender, recipient).await
         })
+    }
+
+    fn pair_wait_known(&self, sender: &str, recipient: &str) -> Duration {
+        // No copy yet: the read before the slot makes one. (`here` fails only where this
+        // process's state cannot be made; the read before the slot failed then too.)
+        let Ok(here) = self.here() else {
+            return Duration::ZERO;
+        };
+        let pairs = lock(&here.pairs);
+        pairs
+            .get(sender)
+            .and_then(|pairs| pairs.until.get(recipient))
+            .map_or(Duration::ZERO, |until| {
+                until.saturating_duration_since(Instant::now())
+            })
     }
 
     fn count_recipients<'a>(

@@ -568,3 +568,42 @@ fn after_a_loss_every_pace_starts_past_the_slots_granted_before() {
         assert!(after[0] < lost + HORIZON + Duration::from_millis(60));
     });
 }
+
+/// A message's last step before its request (a journal's write, `admit_then`) that ends past
+/// its slot's bound makes the message take a later slot: written when the step ended, next to
+/// the following slots, it could put more than the pace in one second. The step is made once.
+/// Before the fix the slot was used however late the step ended.
+#[test]
+fn a_last_step_that_ends_past_the_slot_takes_a_later_one() {
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let store = store(&server.url());
+    let runtime = multi_thread();
+    // 5 a second: slots about 200 ms apart.
+    let slot = Slot {
+        sender: Some(("15550031", 5.0)),
+        campaign: None,
+    };
+    runtime.block_on(async {
+        let steps = std::sync::atomic::AtomicU32::new(0);
+        let began = std::sync::Mutex::new(None);
+        // The step begins as the slot is taken and ends 40 ms later, past its 6 ms bound.
+        let step = Box::pin(async {
+            steps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            *began.lock().unwrap() = Some(Instant::now());
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            true
+        });
+        store.admit_then(slot, None, Some(step)).await.unwrap();
+        let released = Instant::now();
+        let began = began.lock().unwrap().unwrap();
+        assert_eq!(steps.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Released at the next slot, a period after the first; without the fix, 40 ms after.
+        assert!(
+            released - began >= Duration::from_millis(150),
+            "released {:?} after the step began",
+            released - began
+        );
+    });
+}
