@@ -40,8 +40,9 @@ const LEAD: Duration = Duration::from_millis(20);
 /// The most slots one request reserves, for a pace up to 1,600 a second (the platform's are
 /// 60 and 750). Slots a process reserved and never uses, when its part of a campaign ends,
 /// are lost to the others: at most this many. Measured with 64 (`benches/paced.py`, 1,000 a
-/// second shared by 2 processes): 97.5 %, the processes ending up to 60 ms apart; with 16,
-/// 98.2–98.5 %, and one process alone kept 99.0 % (a round trip every 16 ms).
+/// second shared by 2 processes): 97.5 %, the processes ending up to 0.12 s apart; with 16,
+/// 98.2–98.5 %, ending within 10 ms, and one process alone kept 99.0 % (a round trip every
+/// 16 ms).
 const MOST: usize = 16;
 /// For a faster pace (a campaign's `rate_limit` far above what a process sends), one request
 /// reserves up to this much of the pace, and at most `MOST_FAST` slots: else a campaign

@@ -345,8 +345,8 @@ impl RedisLimits {
             }
             log::debug!(
                 target: "bizmsg",
-                "shared limits {}: a slot given up, its message's last step before the \
-                 request ended past its time; a later one is taken",
+                "shared limits {}: a slot given up (its message's last step before the \
+                 request ended past its time, or a pause came); a later one is taken",
                 self.target.shown
             );
         }
