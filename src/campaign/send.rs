@@ -324,6 +324,24 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
+        // Before the slot, so that nothing after it waits: the token (a provider asked after
+        // the slot sent the request late for it) and this run's claim (a slow journal round
+        // trip is waited for here; after the slot it is only checked).
+        let authorization = tokio::select! {
+            value = client.authorization_ahead(call) => value,
+            () = stopped() => return Attempted::stopped_before_sending(key),
+        };
+        if let Some(value) = authorization {
+            progress.authorize_ahead(value);
+        }
+        if let Some(fence) = fence {
+            tokio::select! {
+                valid = fence.valid() => if let Err(lost) = valid {
+                    return Attempted::lost(lost, key);
+                },
+                () = stopped() => return Attempted::stopped_before_sending(key),
+            }
+        }
         // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
         let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
         // A stop while it waits for its slot: not sent (a journal's dispatch write, if it was
@@ -372,15 +390,15 @@ async fn attempt(
                 () = stopped() => return Attempted::stopped_before_sending(key),
             }
         }
-        // After the pacing wait, which may be long: this run must still hold its claim. A slow
-        // journal round trip is waited for; a claim lost is lost for good. (The body is checked
-        // once more as it is written.)
+        // After the pacing wait, which may be long: this run must still hold its claim. A claim
+        // lost is lost for good. One only stale (a journal round trip is slow) is not waited
+        // for here, where the request would then leave late for its slot: the message takes a
+        // new slot, after the wait above. (The body is checked once more as it is written.)
         if let Some(fence) = fence {
-            tokio::select! {
-                valid = fence.valid() => if let Err(lost) = valid {
-                    return Attempted::lost(lost, key);
-                },
-                () = stopped() => return Attempted::stopped_before_sending(key),
+            match fence.check() {
+                Ok(()) => {}
+                Err(lost @ Unfenced::Lost(_)) => return Attempted::lost(lost, key),
+                Err(Unfenced::Stale(_)) => continue,
             }
         }
         let result = client

@@ -63,6 +63,10 @@ pub(crate) struct SendProgress {
     /// An attempt may have been processed (it left, and failed ambiguously): whatever the
     /// current attempt does, the send is in doubt if given up.
     in_doubt: std::sync::atomic::AtomicBool,
+    /// The first attempt's `Authorization` value, asked of a token provider before the send
+    /// waited for its slot (`Client::authorization_ahead`): asked after, it would delay the
+    /// request past its slot's time.
+    authorization: std::sync::Mutex<Option<http::HeaderValue>>,
 }
 
 impl std::fmt::Debug for SendProgress {
@@ -125,6 +129,17 @@ impl SendProgress {
                 Err(error)
             }
         }
+    }
+
+    /// The `Authorization` value for the next attempt, asked before its slot (replacing one
+    /// asked before an earlier slot that was not used).
+    pub(crate) fn authorize_ahead(&self, value: http::HeaderValue) {
+        *crate::sync::lock(&self.authorization) = Some(value);
+    }
+
+    /// The value asked before the slot, if any; taken by the attempt that uses it.
+    pub(crate) fn authorization_ahead(&self) -> Option<http::HeaderValue> {
+        crate::sync::lock(&self.authorization).take()
     }
 
     /// The store's failure that stopped a retry (`retry_slot`), if one did.

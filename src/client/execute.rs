@@ -81,7 +81,15 @@ impl Client {
             None => None,
         };
 
-        let mut authorization = self.token(false, deadline).await?;
+        // A paced send asked for it before its slot; anything else asks now.
+        let ahead = operation
+            .progress
+            .as_ref()
+            .and_then(|progress| progress.authorization_ahead());
+        let mut authorization = match ahead {
+            Some(value) => value,
+            None => self.token(false, deadline).await?,
+        };
         let mut token_refreshed = false;
         let mut stale_retried = false;
         let mut attempt: u32 = 1;
@@ -352,6 +360,27 @@ impl Client {
             },
             None => exchange.await,
         }
+    }
+
+    /// The `Authorization` value of a paced send's first attempt, asked of a token provider
+    /// before the send waits for its slot (`SendProgress::authorize_ahead`): a provider called
+    /// after the slot (a Python callable waits for the GIL; a refresh makes a round trip)
+    /// would send the request late for it, next to the following slots. `None` for a static
+    /// token (at hand, nothing to ask), or when the provider fails or takes longer than the
+    /// call's total timeout: the attempt then asks again, and fails as it always did.
+    pub(crate) async fn authorization_ahead(
+        &self,
+        call: &super::CallOptions,
+    ) -> Option<HeaderValue> {
+        if self.shared.token.at_hand().is_some() {
+            return None;
+        }
+        let total = match call.timeout {
+            Some(timeout) => self.options.timeout.overridden_by(timeout).total,
+            None => self.options.timeout.total,
+        };
+        let deadline = total.and_then(|total| Instant::now().checked_add(total));
+        self.token(false, deadline).await.ok()
     }
 
     /// The `Authorization` value, asking the provider no longer than the deadline allows.

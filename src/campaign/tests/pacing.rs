@@ -40,6 +40,19 @@ impl Scripted {
     fn note(&self, what: &'static str) {
         self.asked.lock().unwrap().push(what);
     }
+
+    /// The scripted wait of the next pair check, noted as read from the store or (`known`)
+    /// from this process's copy.
+    fn pair_check(&self, known: bool) -> Duration {
+        let wait = (self.pair)(self.pair_checks.fetch_add(1, Ordering::SeqCst));
+        self.note(match (wait.is_zero(), known) {
+            (true, false) => "pair free",
+            (false, false) => "pair spaced",
+            (true, true) => "pair free (known)",
+            (false, true) => "pair spaced (known)",
+        });
+        wait
+    }
 }
 
 impl LimitsStore for Scripted {
@@ -71,22 +84,10 @@ impl LimitsStore for Scripted {
         _sender: &'a str,
         _recipient: &'a str,
     ) -> BoxFuture<'a, Result<Duration>> {
-        let wait = (self.pair)(self.pair_checks.fetch_add(1, Ordering::SeqCst));
-        self.note(if wait.is_zero() {
-            "pair free"
-        } else {
-            "pair spaced"
-        });
-        Box::pin(std::future::ready(Ok(wait)))
+        Box::pin(std::future::ready(Ok(self.pair_check(false))))
     }
     fn pair_wait_known(&self, _sender: &str, _recipient: &str) -> Duration {
-        let wait = (self.pair)(self.pair_checks.fetch_add(1, Ordering::SeqCst));
-        self.note(if wait.is_zero() {
-            "pair free (known)"
-        } else {
-            "pair spaced (known)"
-        });
-        wait
+        self.pair_check(true)
     }
     fn count_recipients<'a>(
         &'a self,
@@ -221,4 +222,41 @@ async fn a_retry_not_made_after_an_attempt_that_never_left_is_not_sent() {
         finished.outcome.error
     );
     assert!(matches!(finished.failure, Some(Error::SharedState(_))));
+}
+
+/// A token provider that notes each time it is asked in the store's record.
+struct NotedToken {
+    store: Arc<Scripted>,
+    token: String,
+}
+
+impl crate::client::TokenProvider for NotedToken {
+    fn token(&self, _refresh: bool) -> BoxFuture<'static, Result<String>> {
+        self.store.note("token");
+        Box::pin(std::future::ready(Ok(self.token.clone())))
+    }
+}
+
+/// A token provider is asked before the message waits for its slot, never after: asked after
+/// (a Python callable waits for the GIL, a refresh makes a round trip), it sent the request
+/// late for its slot, next to the following slots. Before the fix it was asked after "slot".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_provider_is_asked_before_the_slot() {
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
+    let (sandbox, _, sender) = setup().await;
+    let client = Client::new(ClientConfig::new(
+        sandbox.base_url(),
+        TokenSource::Provider(Arc::new(NotedToken {
+            store: Arc::clone(&store),
+            token: sandbox.token(),
+        })),
+    ))
+    .unwrap();
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        ["pair free", "token", "slot", "pair free (known)"]
+    );
+    assert_eq!(sandbox.stats().accepted, 1);
 }

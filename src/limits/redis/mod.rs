@@ -101,10 +101,11 @@
 //! (`link.rs`, `connect.rs`). Everything held per process (`per_process.rs`: runtime, connections,
 //! reserved slots, copies) is made on first use and made anew in a forked child, which
 //! forgets the parent's without dropping it (dropping would close sockets the parent still
-//! uses). The operations themselves are in `store.rs`.
+//! uses). The operations themselves are in `store.rs`, pair spacing in `pairs.rs`.
 
 mod connect;
 mod link;
+mod pairs;
 mod per_process;
 mod scripts;
 mod slots;

@@ -43,6 +43,15 @@ pub(super) struct Pairs {
     pub(super) until: HashMap<String, Instant>,
 }
 
+impl Pairs {
+    /// How long a message to `recipient` still waits for its pair, as this copy knows.
+    pub(super) fn wait_for(&self, recipient: &str) -> Duration {
+        self.until.get(recipient).map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        })
+    }
+}
+
 /// Marks a sender's pairs as being read; cleared however the reading ends.
 pub(super) struct Reading<'a> {
     pub(super) here: &'a PerProcess,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::BoxFuture;
 
-use super::per_process::{Pairs, PerProcess, PoolKey, Reading};
+use super::per_process::{PerProcess, PoolKey};
 use super::slots::Grant;
 use super::target::Clock;
 use super::{from_micros, lock, micros, period, scripts, RedisLimits};
@@ -14,18 +14,13 @@ use crate::error::{Error, Result};
 use crate::limits::{Departure, LimitsStore, Scope, Slot, StoreHealth, TierCount, TierVerdict};
 
 /// A reservation's batch, as `scripts.rs`'s `GIVE_BACK` needs it: the token the batch was
-/// written with, and the `tat` of the sender's and the campaign's hash before and after it.
+/// written with, and the `tat` of each of its pool's pace hashes before and after it, in
+/// `pace_keys`'s order.
 pub(super) struct Batch {
     token: String,
-    sender: Option<(i64, i64)>,
-    campaign: Option<(i64, i64)>,
+    bounds: Vec<(i64, i64)>,
 }
 
-/// How long a pair's count of pair-rate hits is remembered after its wait ends: a hit within
-/// it waits 4× longer than the last.
-const PAIR_MEMORY: Duration = Duration::from_secs(60 * 60);
-/// How often, at most, a process reads a sender's spaced pairs (`pair_wait`).
-const PAIRS_FRESH_FOR: Duration = Duration::from_secs(1);
 /// How often, at most, a process reads the service's pause for messages with no pace.
 const PAUSE_FRESH_FOR: Duration = Duration::from_millis(250);
 /// With `clock=local`, the difference between a host's clock and the store's past which a
@@ -192,11 +187,12 @@ impl RedisLimits {
                     offsets.iter().map(|offset| from_micros(*offset)).collect(),
                     Batch {
                         token,
-                        sender: key.sender.as_ref().map(|_| (*sender_from, *sender_to)),
-                        campaign: key
-                            .campaign
-                            .as_ref()
-                            .map(|_| (*campaign_from, *campaign_to)),
+                        bounds: key
+                            .sender
+                            .iter()
+                            .map(|_| (*sender_from, *sender_to))
+                            .chain(key.campaign.iter().map(|_| (*campaign_from, *campaign_to)))
+                            .collect(),
                     },
                 ))
             }
@@ -218,10 +214,6 @@ impl RedisLimits {
     ) {
         // A batch holds a bound for each pace of its pool, in the same order.
         let keys = self.pace_keys(key);
-        let bounds: Vec<(i64, i64)> = batch.sender.into_iter().chain(batch.campaign).collect();
-        if keys.len() != bounds.len() {
-            return;
-        }
         let bound = Instant::now() + GIVE_BACK_WAIT;
         let until = deadline.map_or(bound, |deadline| deadline.min(bound));
         let once = here.link.once(|mut connection| {
@@ -230,7 +222,7 @@ impl RedisLimits {
                 invocation.key(key);
             }
             invocation.arg(&batch.token);
-            for (from, to) in &bounds {
+            for (from, to) in &batch.bounds {
                 invocation.arg(*from).arg(*to);
             }
             async move { invocation.invoke_async::<i64>(&mut connection).await }
@@ -351,51 +343,6 @@ impl RedisLimits {
             );
         }
     }
-
-    /// The spaced pairs of `sender` as this process knows them, read again when older than
-    /// `PAIRS_FRESH_FOR` (by one caller; the others answer from the copy meanwhile).
-    async fn pairs_of(&self, here: &PerProcess, sender: &str, recipient: &str) -> Result<Duration> {
-        let answer = |pairs: &Pairs| {
-            pairs.until.get(recipient).map_or(Duration::ZERO, |until| {
-                until.saturating_duration_since(Instant::now())
-            })
-        };
-        {
-            let mut all = lock(&here.pairs);
-            let pairs = all.entry(sender.to_owned()).or_default();
-            let fresh = pairs
-                .read_at
-                .is_some_and(|read_at| read_at.elapsed() < PAIRS_FRESH_FOR);
-            if fresh || (pairs.reading && pairs.read_at.is_some()) {
-                return Ok(answer(pairs));
-            }
-            pairs.reading = true;
-        }
-        let reading = Reading { here, sender };
-        let key = self.keys.pairs(sender);
-        let reply: Vec<(String, i64)> = here
-            .link
-            .run(None, |mut connection| {
-                let mut invocation = scripts::PAIRS.prepare_invoke();
-                invocation
-                    .key(&key)
-                    .arg(self.clock())
-                    .arg(micros(PAIR_MEMORY));
-                async move { invocation.invoke_async(&mut connection).await }
-            })
-            .await?;
-        let now = Instant::now();
-        let until = reply
-            .into_iter()
-            .map(|(recipient, left)| (recipient, now + from_micros(left)))
-            .collect();
-        drop(reading);
-        let mut all = lock(&here.pairs);
-        let pairs = all.entry(sender.to_owned()).or_default();
-        pairs.until = until;
-        pairs.read_at = Some(now);
-        Ok(answer(pairs))
-    }
 }
 
 impl LimitsStore for RedisLimits {
@@ -459,30 +406,7 @@ impl LimitsStore for RedisLimits {
         recipient: &'a str,
         cap: Duration,
     ) -> BoxFuture<'a, Result<Duration>> {
-        Box::pin(async move {
-            let here = self.here()?;
-            let key = self.keys.pairs(sender);
-            let wait: i64 = here
-                .link
-                .run(None, |mut connection| {
-                    let mut invocation = scripts::SPACE_PAIR.prepare_invoke();
-                    invocation
-                        .key(&key)
-                        .arg(self.clock())
-                        .arg(recipient)
-                        .arg(micros(cap))
-                        .arg(micros(PAIR_MEMORY));
-                    async move { invocation.invoke_async(&mut connection).await }
-                })
-                .await?;
-            let wait = from_micros(wait);
-            lock(&here.pairs)
-                .entry(sender.to_owned())
-                .or_default()
-                .until
-                .insert(recipient.to_owned(), Instant::now() + wait);
-            Ok(wait)
-        })
+        Box::pin(self.space_pair_in_store(sender, recipient, cap))
     }
 
     fn pair_wait<'a>(
@@ -497,18 +421,7 @@ impl LimitsStore for RedisLimits {
     }
 
     fn pair_wait_known(&self, sender: &str, recipient: &str) -> Duration {
-        // No copy yet: the read before the slot makes one. (`here` fails only where this
-        // process's state cannot be made; the read before the slot failed then too.)
-        let Ok(here) = self.here() else {
-            return Duration::ZERO;
-        };
-        let pairs = lock(&here.pairs);
-        pairs
-            .get(sender)
-            .and_then(|pairs| pairs.until.get(recipient))
-            .map_or(Duration::ZERO, |until| {
-                until.saturating_duration_since(Instant::now())
-            })
+        self.known_pair_wait(sender, recipient)
     }
 
     fn count_recipients<'a>(

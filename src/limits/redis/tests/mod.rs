@@ -27,6 +27,7 @@ use crate::limits::{LimitsStore, Slot};
 mod campaigns;
 mod connection;
 mod outages;
+mod pacing;
 mod store;
 
 const NAMESPACE: &str = "https://sandbox.test";
