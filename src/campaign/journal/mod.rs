@@ -46,6 +46,9 @@ mod sqlite;
 
 use futures::future::BoxFuture;
 
+/// For tests that make a fence of their own (`ClaimFence::new`).
+#[cfg(test)]
+pub(crate) use fence::stamp;
 pub use fence::{ClaimFence, Unfenced, SESSION_GRACE, STALE};
 pub use postgres::{is_postgres_url, PostgresJournal};
 pub use sqlite::SqliteJournal;

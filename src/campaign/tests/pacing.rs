@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 use super::*;
 use crate::campaign::handle::Control;
+use crate::campaign::journal::{stamp, Claim, ClaimFence, Claimed, JournalStore, Row};
 use crate::campaign::send::{send_one, Context, Finished, Ready};
 use crate::campaign::Identity;
 use crate::error::{Error, Result};
@@ -107,13 +108,23 @@ impl LimitsStore for Scripted {
 
 /// Sends one message from `sender` through `client`, paced by `store`.
 async fn send_paced_by(client: Client, store: &Arc<Scripted>, sender: &str) -> Finished<()> {
+    send_paced_with(client, store, sender, None).await
+}
+
+/// The same, with `journal`'s fence.
+async fn send_paced_with(
+    client: Client,
+    store: &Arc<Scripted>,
+    sender: &str,
+    journal: Option<Arc<dyn JournalStore>>,
+) -> Finished<()> {
     let context = Arc::new(Context {
         client,
         call: CallOptions::default(),
         control: Arc::new(Control::new()),
         limits: Arc::clone(store) as Arc<dyn LimitsStore>,
         rate: Some(("pacing-test".to_owned(), 10.0)),
-        journal: None,
+        journal,
     });
     let prepared = Prepared::new(&message("8613800138000", sender), None).unwrap();
     let ready = Ready {
@@ -257,6 +268,73 @@ async fn a_token_provider_is_asked_before_the_slot() {
     assert_eq!(
         *store.asked.lock().unwrap(),
         ["pair free", "token", "slot", "pair free (known)"]
+    );
+    assert_eq!(sandbox.stats().accepted, 1);
+}
+
+/// A journal that only holds a fence, which nothing confirms but the test: no heartbeat can
+/// race the test's timing.
+struct FenceOnly(Arc<ClaimFence>);
+
+impl JournalStore for FenceOnly {
+    fn campaign_id(&self) -> &str {
+        "pacing-test"
+    }
+    fn fence(&self) -> &Arc<ClaimFence> {
+        &self.0
+    }
+    fn lookup(&self, _identities: Vec<Identity>) -> BoxFuture<'_, Result<Vec<Row>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+    fn claim(&self, _claims: Vec<Claim>) -> BoxFuture<'_, Result<Vec<Claimed>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+    fn dispatch(&self, _identity: Identity) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(std::future::ready(Ok(true)))
+    }
+    fn write_durably(&self, _rows: Vec<Row>) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn write(&self, _rows: Vec<Row>) -> Result<()> {
+        Ok(())
+    }
+    fn end(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A run's claim that goes stale while its message waits for the slot (a slow journal round
+/// trip) is not waited for after the slot, where the request would then leave late for it:
+/// the message takes a new slot once the claim is confirmed. Before the fix it waited for the
+/// confirmation after its slot (here 150 ms), and went then, on that slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_stale_after_the_slot_takes_a_new_slot_once_confirmed() {
+    // Stale 40 ms after its confirmation (a lease of 80 ms); the first slot is 100 ms away.
+    let fence = Arc::new(ClaimFence::new(Duration::from_millis(80), stamp()));
+    let store = Scripted::new(
+        |n| Ok(Duration::from_millis(if n == 0 { 100 } else { 0 })),
+        |_| Duration::ZERO,
+    );
+    let (sandbox, client, sender) = setup().await;
+    let confirming = Arc::clone(&fence);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        confirming.confirm(stamp());
+    });
+    let journal: Arc<dyn JournalStore> = Arc::new(FenceOnly(Arc::clone(&fence)));
+    let finished = send_paced_with(client, &store, &sender, Some(journal)).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        [
+            "pair free",
+            "slot",
+            "pair free (known)",
+            // Stale after the slot: the confirmation is waited for, then a new slot.
+            "pair free",
+            "slot",
+            "pair free (known)",
+        ]
     );
     assert_eq!(sandbox.stats().accepted, 1);
 }
