@@ -86,21 +86,17 @@ impl Client {
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
-        // A token provider is asked before the shared slot, not after it (late for its slot).
-        let authorization = match self.shared_limits() {
-            Some(_) => self.authorization_ahead(call).await,
-            None => None,
-        };
+        // A connection is opened when none is idle before the shared slot, not after it (late
+        // for it).
+        if self.shared_limits().is_some() {
+            self.warm_connection(call).await;
+        }
         let shared = self.take_shared_slot(&request.from, call).await?;
         let request = Arc::new(request);
         // Its retries are paced as its first attempt was.
-        let progress = shared.as_ref().map(|shared| {
-            let progress = shared.progress_of(&request);
-            if let Some(value) = authorization {
-                progress.authorize_ahead(value);
-            }
-            Arc::new(progress)
-        });
+        let progress = shared
+            .as_ref()
+            .map(|shared| Arc::new(shared.progress_of(&request)));
         let sent = self
             .send_encoded(&request, body, idempotency_key, call, progress.as_ref())
             .await;

@@ -20,16 +20,24 @@ pub(super) struct SharedSlot {
     tier: Option<(String, u64)>,
     /// The call's total timeout, which bounds each wait for the store.
     total: Option<std::time::Duration>,
+    /// A token provider's answer, asked as the slot's last step (`Client::authorization_ahead`),
+    /// for the first attempt; taken by `progress_of`.
+    authorization: std::sync::Mutex<Option<Result<http::HeaderValue>>>,
 }
 
 impl SharedSlot {
-    /// The progress of the send of `request`: its retries take slots of the same pace.
+    /// The progress of the send of `request`: its retries take slots of the same pace, and
+    /// its first attempt uses the token asked for its slot.
     pub(super) fn progress_of(&self, request: &Arc<SendRequest>) -> SendProgress {
-        SendProgress::default().with_retry_slot(Arc::new(SingleSendRetrySlot {
+        let progress = SendProgress::default().with_retry_slot(Arc::new(SingleSendRetrySlot {
             limits: Arc::clone(&self.limits),
             request: Arc::clone(request),
             pace: self.pace,
-        }))
+        }));
+        if let Some(asked) = crate::sync::lock(&self.authorization).take() {
+            progress.authorize_ahead(asked);
+        }
+        progress
     }
 }
 
@@ -83,12 +91,22 @@ impl Client {
             sender: facts.pace.map(|pace| (from, pace)),
             campaign: None,
         };
-        crate::limits::waited(from, limits.admit(slot, deadline)).await?;
+        // A token provider is asked as the slot's last step: after the slot, it would write
+        // the request late for it; before the wait, the token could expire meanwhile.
+        let authorization = std::sync::Mutex::new(None);
+        let ask: Option<BoxFuture<'_, bool>> = self.asks_for_token().then(|| {
+            Box::pin(async {
+                *crate::sync::lock(&authorization) = Some(self.authorization_ahead(call).await);
+                true
+            }) as BoxFuture<'_, bool>
+        });
+        crate::limits::waited(from, limits.admit_then(slot, deadline, ask)).await?;
         Ok(Some(SharedSlot {
             limits,
             pace: facts.pace,
             tier: facts.account.zip(facts.limit),
             total,
+            authorization,
         }))
     }
 

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
+use futures::future::BoxFuture;
+
 mod attempted;
 mod dispatch;
 mod retry_slot;
@@ -297,6 +299,9 @@ async fn attempt(
         sender: pace.map(|pace| (from, pace)),
         campaign: rate.as_ref().map(|(name, rate)| (name.as_str(), *rate)),
     };
+    // Whether the message waits for a slot: an unpaced one has no wait to open a connection
+    // ahead of.
+    let paced = slot.sender.is_some() || slot.campaign.is_some();
     let stopped = || async {
         let _ = keys
             .control
@@ -324,15 +329,15 @@ async fn attempt(
             Ok(PairWait::Stopped) => return Attempted::stopped_before_sending(key),
             Err(error) => return Attempted::not_sent(error, key),
         }
-        // Before the slot, so that nothing after it waits: the token (a provider asked after
-        // the slot sent the request late for it) and this run's claim (a slow journal round
-        // trip is waited for here; after the slot it is only checked).
-        let authorization = tokio::select! {
-            value = client.authorization_ahead(call) => value,
-            () = stopped() => return Attempted::stopped_before_sending(key),
-        };
-        if let Some(value) = authorization {
-            progress.authorize_ahead(value);
+        // Before the slot, so that nothing after it waits: a connection when none is idle
+        // (opened after the slot, it wrote the request a handshake late), and this run's claim
+        // (a slow journal round trip is waited for here; after the slot it is only checked).
+        // The token is asked as the slot's last step (below).
+        if paced {
+            tokio::select! {
+                () = client.warm_connection(call) => {}
+                () = stopped() => return Attempted::stopped_before_sending(key),
+            }
         }
         if let Some(fence) = fence {
             tokio::select! {
@@ -344,12 +349,21 @@ async fn attempt(
         }
         // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
         let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
+        // The slot's last step: a token provider asked (close to the slot's time, so that the
+        // token is fresh, and before it, so that the request is not late; its failure is the
+        // first attempt's, `execute.rs`), then the dispatch write.
+        let last_step = last_step(
+            client.asks_for_token().then_some(async {
+                progress.authorize_ahead(client.authorization_ahead(call).await);
+            }),
+            dispatch.before_release(),
+        );
         // A stop while it waits for its slot: not sent (a journal's dispatch write, if it was
         // under way, is followed by the outcome's, which says so).
         let admission = crate::limits::waited(from, async {
             tokio::select! {
                 biased;
-                admitted = limits.admit_then(slot, None, dispatch.before_release()) => Some(admitted),
+                admitted = limits.admit_then(slot, None, last_step) => Some(admitted),
                 () = stopped() => None,
             }
         });
@@ -574,4 +588,25 @@ pub(super) fn in_doubt(prepared: &Prepared, key: &str) -> Error {
             "the campaign stopped while the message was in flight".to_owned(),
         )),
     }))
+}
+
+/// A slot's last step (`LimitsStore::admit_then`): `first`, when there is one, then `then`
+/// (whose answer says whether the slot may be released; without it, it may).
+fn last_step<'a, F>(
+    first: Option<F>,
+    then: Option<BoxFuture<'a, bool>>,
+) -> Option<BoxFuture<'a, bool>>
+where
+    F: Future<Output = ()> + Send + 'a,
+{
+    match (first, then) {
+        (None, then) => then,
+        (Some(first), then) => Some(Box::pin(async move {
+            first.await;
+            match then {
+                Some(then) => then.await,
+                None => true,
+            }
+        })),
+    }
 }

@@ -63,10 +63,11 @@ pub(crate) struct SendProgress {
     /// An attempt may have been processed (it left, and failed ambiguously): whatever the
     /// current attempt does, the send is in doubt if given up.
     in_doubt: std::sync::atomic::AtomicBool,
-    /// The first attempt's `Authorization` value, asked of a token provider before the send
-    /// waited for its slot (`Client::authorization_ahead`): asked after, it would delay the
-    /// request past its slot's time.
-    authorization: std::sync::Mutex<Option<http::HeaderValue>>,
+    /// The first attempt's `Authorization` value (or the provider's failure), asked of a token
+    /// provider as its slot's last step (`Client::authorization_ahead`): asked after the slot,
+    /// it would delay the request past the slot's time; asked before the whole wait for it, it
+    /// could expire meanwhile.
+    authorization: std::sync::Mutex<Option<Result<http::HeaderValue>>>,
 }
 
 impl std::fmt::Debug for SendProgress {
@@ -131,14 +132,14 @@ impl SendProgress {
         }
     }
 
-    /// The `Authorization` value for the next attempt, asked before its slot (replacing one
-    /// asked before an earlier slot that was not used).
-    pub(crate) fn authorize_ahead(&self, value: http::HeaderValue) {
+    /// The `Authorization` value for the next attempt, or why the provider could not give it,
+    /// asked as its slot's last step (replacing one asked for an earlier slot not used).
+    pub(crate) fn authorize_ahead(&self, value: Result<http::HeaderValue>) {
         *crate::sync::lock(&self.authorization) = Some(value);
     }
 
-    /// The value asked before the slot, if any; taken by the attempt that uses it.
-    pub(crate) fn authorization_ahead(&self) -> Option<http::HeaderValue> {
+    /// What was asked for the slot, if anything; taken by the attempt that uses it.
+    pub(crate) fn authorization_ahead(&self) -> Option<Result<http::HeaderValue>> {
         crate::sync::lock(&self.authorization).take()
     }
 

@@ -81,13 +81,14 @@ impl Client {
             None => None,
         };
 
-        // A paced send asked for it before its slot; anything else asks now.
+        // A paced send asked for it as its slot's last step (and fails now if that failed, as
+        // it would have asking here); anything else asks now.
         let ahead = operation
             .progress
             .as_ref()
             .and_then(|progress| progress.authorization_ahead());
         let mut authorization = match ahead {
-            Some(value) => value,
+            Some(asked) => asked?,
             None => self.token(false, deadline).await?,
         };
         let mut token_refreshed = false;
@@ -362,25 +363,28 @@ impl Client {
         }
     }
 
-    /// The `Authorization` value of a paced send's first attempt, asked of a token provider
-    /// before the send waits for its slot (`SendProgress::authorize_ahead`): a provider called
-    /// after the slot (a Python callable waits for the GIL; a refresh makes a round trip)
-    /// would send the request late for it, next to the following slots. `None` for a static
-    /// token (at hand, nothing to ask), or when the provider fails or takes longer than the
-    /// call's total timeout: the attempt then asks again, and fails as it always did.
+    /// Whether a call must ask a token provider for its `Authorization` value (not a static
+    /// token, which is at hand).
+    pub(crate) fn asks_for_token(&self) -> bool {
+        self.shared.token.at_hand().is_none()
+    }
+
+    /// The `Authorization` value of a paced send's first attempt, asked of a token provider as
+    /// the slot's last step (`SendProgress::authorize_ahead`): asked after the slot (a Python
+    /// callable waits for the GIL; a refresh makes a round trip), it wrote the request late
+    /// for the slot, next to the following slots; asked before the whole wait for the slot
+    /// (seconds, at a low pace), it could expire meanwhile. Bounded by the call's total
+    /// timeout, as the attempt's own asking is.
     pub(crate) async fn authorization_ahead(
         &self,
         call: &super::CallOptions,
-    ) -> Option<HeaderValue> {
-        if self.shared.token.at_hand().is_some() {
-            return None;
-        }
+    ) -> Result<HeaderValue> {
         let total = match call.timeout {
             Some(timeout) => self.options.timeout.overridden_by(timeout).total,
             None => self.options.timeout.total,
         };
         let deadline = total.and_then(|total| Instant::now().checked_add(total));
-        self.token(false, deadline).await.ok()
+        self.token(false, deadline).await
     }
 
     /// The `Authorization` value, asking the provider no longer than the deadline allows.

@@ -310,6 +310,22 @@ impl Client {
         self.shared.transport.is_closed()
     }
 
+    /// Before a paced send waits for its slot: a connection to the service is opened now if
+    /// none is idle, rather than after the slot (late for it). Best effort, never an error;
+    /// given up past the call's total timeout (the connect timeout bounds it too).
+    pub(crate) async fn warm_connection(&self, call: &CallOptions) {
+        let total = match call.timeout {
+            Some(timeout) => self.options.timeout.overridden_by(timeout).total,
+            None => self.options.timeout.total,
+        };
+        match total {
+            Some(total) => {
+                let _ = tokio::time::timeout(total, self.shared.transport.warm()).await;
+            }
+            None => self.shared.transport.warm().await,
+        }
+    }
+
     /// Which transport the client uses (bizmsg's own HTTP/1.1, or reqwest's HTTP/2 when forced).
     pub fn transport_kind(&self) -> TransportKind {
         self.shared.transport.kind()

@@ -152,6 +152,17 @@ impl Transport {
         }
     }
 
+    /// Opens a connection ahead of a paced send when none is idle (`Http1Transport::warm`).
+    /// The HTTP/2 transport's connection is reqwest's, which opens it as a request needs it.
+    pub(crate) async fn warm(&self) {
+        if self.is_closed() {
+            return;
+        }
+        if let Route::Http1(http1) = &self.route {
+            http1.warm().await;
+        }
+    }
+
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         match &self.route {

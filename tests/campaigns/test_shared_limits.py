@@ -264,6 +264,38 @@ def test_single_sends_retried_after_a_429_keep_the_numbers_pace(
     assert line["busiest_second"] <= STANDARD_CEILING and line["throttled"] == 0, line
 
 
+def test_a_token_callable_is_asked_once_per_single_send_and_its_interrupt_passes_through(
+        redis_server: RedisServer) -> None:
+    """Under shared limits a single send asks its token callable as its slot's last step, once:
+    what the callable raises is the send's, a ``KeyboardInterrupt`` unchanged, and nothing is
+    sent. (Found in review, helper-46: the callable asked before the slot had its failure
+    dropped and was asked again, so a Ctrl-C inside it was lost and the message went out.)"""
+    template = bizmsg.Template(name="promo", parameters=["x"], language="en")
+    with Sandbox(seed_data=seed_data()) as sandbox:
+        calls: list[str] = []
+        interrupt = False
+
+        def token() -> str:
+            calls.append("asked")
+            if interrupt:
+                raise KeyboardInterrupt
+            return sandbox.token
+
+        with bizmsg.Client(token, base_url=sandbox.base_url,
+                           shared_limits=redis_server.url) as client:
+            client.messages.send(to="8613900000001", from_=SENDERS[0], template=template)
+            asked_before = len(calls)
+            interrupt = True
+            with pytest.raises(KeyboardInterrupt):
+                client.messages.send(to="8613900000002", from_=SENDERS[0], template=template)
+        requests = sandbox.requests()
+    # One request per ask: the sender's facts (a listing, once) and the first send.
+    assert asked_before == len(requests) == 2, requests
+    assert [r["method"] for r in requests] == ["GET", "POST"]
+    # The second send asked once, and sent nothing.
+    assert len(calls) == asked_before + 1
+
+
 # -- Redis lost mid-campaign ------------------------------------------------------------------------
 
 

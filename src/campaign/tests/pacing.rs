@@ -25,6 +25,8 @@ struct Scripted {
     asked: Mutex<Vec<&'static str>>,
     slots: AtomicUsize,
     pair_checks: AtomicUsize,
+    /// Connections opened to the service so far, when the test counts them.
+    connections: Mutex<Option<Arc<AtomicUsize>>>,
 }
 
 impl Scripted {
@@ -35,7 +37,15 @@ impl Scripted {
             asked: Mutex::new(Vec::new()),
             slots: AtomicUsize::new(0),
             pair_checks: AtomicUsize::new(0),
+            connections: Mutex::new(None),
         })
+    }
+
+    /// Notes, with each slot, whether a connection to the service was open by then (of those
+    /// `connections` counts).
+    fn watching(self: Arc<Self>, connections: Arc<AtomicUsize>) -> Arc<Self> {
+        *self.connections.lock().unwrap() = Some(connections);
+        self
     }
 
     fn note(&self, what: &'static str) {
@@ -63,6 +73,20 @@ impl LimitsStore for Scripted {
         _deadline: Option<std::time::Instant>,
     ) -> BoxFuture<'a, Result<()>> {
         let answer = (self.slot)(self.slots.fetch_add(1, Ordering::SeqCst));
+        let watched = self.connections.lock().unwrap().clone();
+        if let (Ok(wait), Some(connections)) = (&answer, watched) {
+            // Noted at the slot's time, when its request may be written: a connection opened
+            // before the slot was taken has been counted by then.
+            let wait = *wait;
+            return Box::pin(async move {
+                tokio::time::sleep(wait).await;
+                self.note(match connections.load(Ordering::SeqCst) {
+                    0 => "slot, no connection open",
+                    _ => "slot, a connection open",
+                });
+                Ok(())
+            });
+        }
         self.note(if answer.is_ok() { "slot" } else { "no slot" });
         Box::pin(async move {
             tokio::time::sleep(answer?).await;
@@ -248,9 +272,10 @@ impl crate::client::TokenProvider for NotedToken {
     }
 }
 
-/// A token provider is asked before the message waits for its slot, never after: asked after
-/// (a Python callable waits for the GIL, a refresh makes a round trip), it sent the request
-/// late for its slot, next to the following slots. Before the fix it was asked after "slot".
+/// A token provider is asked as the slot's last step, once: after the slot's wait (a token
+/// asked before the whole wait could expire meanwhile) and before the pair's last check, where
+/// the request goes (asked by the attempt, after the slot, it sent the request late for its
+/// slot, next to the following slots). Before the fix it was asked after "pair free (known)".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_provider_is_asked_before_the_slot() {
     let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
@@ -267,7 +292,7 @@ async fn a_token_provider_is_asked_before_the_slot() {
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
         *store.asked.lock().unwrap(),
-        ["pair free", "token", "slot", "pair free (known)"]
+        ["pair free", "slot", "token", "pair free (known)"]
     );
     assert_eq!(sandbox.stats().accepted, 1);
 }
@@ -309,20 +334,30 @@ impl JournalStore for FenceOnly {
 /// confirmation after its slot (here 150 ms), and went then, on that slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_stale_after_the_slot_takes_a_new_slot_once_confirmed() {
-    // Stale 40 ms after its confirmation (a lease of 80 ms); the first slot is 100 ms away.
-    let fence = Arc::new(ClaimFence::new(Duration::from_millis(80), stamp()));
     let store = Scripted::new(
         |n| Ok(Duration::from_millis(if n == 0 { 100 } else { 0 })),
         |_| Duration::ZERO,
     );
     let (sandbox, client, sender) = setup().await;
+    // Stale 40 ms after its confirmation (a lease of 80 ms); the first slot is 100 ms away.
+    // Confirmed again from 250 ms on, every 5 ms (as heartbeats would), for the second slot.
+    let fence = Arc::new(ClaimFence::new(Duration::from_millis(80), stamp()));
     let confirming = Arc::clone(&fence);
-    tokio::spawn(async move {
+    let heartbeats = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        confirming.confirm(stamp());
+        loop {
+            confirming.confirm(stamp());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     });
     let journal: Arc<dyn JournalStore> = Arc::new(FenceOnly(Arc::clone(&fence)));
-    let finished = send_paced_with(client, &store, &sender, Some(journal)).await;
+    let finished = tokio::time::timeout(
+        Duration::from_secs(10),
+        send_paced_with(client, &store, &sender, Some(journal)),
+    )
+    .await
+    .expect("the send ends");
+    heartbeats.abort();
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
         *store.asked.lock().unwrap(),
@@ -336,5 +371,51 @@ async fn a_claim_stale_after_the_slot_takes_a_new_slot_once_confirmed() {
             "pair free (known)",
         ]
     );
+    assert_eq!(sandbox.stats().accepted, 1);
+}
+
+/// Forwards every connection made to the address it returns to `to`, counting them.
+async fn counting_forwarder(to: std::net::SocketAddr) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let counting = Arc::clone(&opened);
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            counting.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut service) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut service).await;
+                }
+            });
+        }
+    });
+    (format!("http://{address}"), opened)
+}
+
+/// A paced message whose client has no idle connection opens one before it waits for its
+/// slot, not after: opened after (TCP, TLS: a round trip or more), it wrote its request that
+/// late for its slot, next to the following slots. Before the fix the slot was taken with no
+/// connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_opened_before_the_slot_when_none_is_idle() {
+    let (sandbox, _, sender) = setup().await;
+    let service: std::net::SocketAddr = sandbox
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (url, opened) = counting_forwarder(service).await;
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO)
+        .watching(Arc::clone(&opened));
+    let client = Client::new(ClientConfig::new(url, TokenSource::Static(sandbox.token()))).unwrap();
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        ["pair free", "slot, a connection open", "pair free (known)"]
+    );
+    // The send used the connection opened ahead: one in all.
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
     assert_eq!(sandbox.stats().accepted, 1);
 }

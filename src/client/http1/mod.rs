@@ -141,6 +141,25 @@ impl Http1Transport {
         self.connector.proxy_is_https()
     }
 
+    /// Opens a connection and keeps it idle, when this runtime has none idle: for a paced send
+    /// about to wait for its slot, so that opening one (TCP, TLS: a round trip or more) does
+    /// not write its request late for the slot. Best effort: a connection that cannot be
+    /// opened now is left for the send to meet (said at debug level).
+    pub(crate) async fn warm(&self) {
+        if self.idle.with(|list| !list.is_empty()) {
+            return;
+        }
+        // Boxed, as in `send`: a TLS handshake's future is large.
+        match Box::pin(self.connector.connect()).await {
+            Ok(conn) => pool::check_in(&self.idle, conn),
+            Err(error) => log::debug!(
+                target: "bizmsg",
+                "a connection opened ahead of a paced send failed; the send opens its own \
+                 ({error})"
+            ),
+        }
+    }
+
     pub(crate) fn close(&self) {
         self.idle.close();
     }
