@@ -91,10 +91,11 @@ pub trait LimitsStore: Send + Sync {
 
     /// `admit`, with `before_release` run once the slot's time has come and before the
     /// message is let go: what must be done just before a request leaves, and after its pacing
-    /// wait (a campaign's journal dispatch), is then inside the pace. A store that keeps sends
-    /// from crowding a second (`timeline.rs`'s ring) counts the send when it really leaves, so
-    /// the step's own delay cannot make a window above the pace: it releases the send after
-    /// the step, and returns the `Departure` to tell it when the request was written.
+    /// wait (a token provider asked, a campaign's journal dispatch), is then inside the pace. A
+    /// store that keeps sends from crowding a second (`timeline.rs`'s ring) counts the send
+    /// when it really leaves, so the step's own delay cannot make a window above the pace: it
+    /// releases the send after the step, and returns the `Departure` to tell it when the
+    /// request was written.
     /// `before_release` answering false ends the admission there (the message does not go).
     /// By default the step runs after `admit`, and there is nothing to tell.
     fn admit_then<'a>(

@@ -30,12 +30,13 @@ const SKEW_WARNING: Duration = Duration::from_millis(50);
 /// How long giving back a stalled batch may wait for the store: its slots are at most a
 /// horizon ahead, so past that there is nothing left to give back.
 const GIVE_BACK_WAIT: Duration = super::slots::HORIZON;
-/// How long before its slot's time a message's last step before its request (a journal's
-/// write of its row as `dispatched`) begins: long enough for a usual write, so that the request
-/// goes at its slot's time, and short, so that a message is recorded `dispatched` (in doubt
-/// after a crash) only just before it is sent. A step that ends late has its message wait for
-/// a later slot with its row `dispatched`: in doubt if the process dies meanwhile (for as long
-/// as an outage of the store lasts, at worst).
+/// How long before its slot's time a message's last step before its request (a token
+/// provider asked, a journal's write of its row as `dispatched`) begins: long enough for a
+/// usual write, so that the request goes at its slot's time, and short, so that a message is
+/// recorded `dispatched` (in doubt after a crash) only just before it is sent, and its token
+/// is fresh. A step that ends late has its message wait for a later slot with its row
+/// `dispatched`: in doubt if the process dies meanwhile (for as long as an outage of the store
+/// lasts, at worst).
 const STEP_LEAD: Duration = Duration::from_millis(10);
 /// The rolling window of a messaging tier.
 const TIER_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
