@@ -11,14 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
-use futures::future::BoxFuture;
-
 mod attempted;
 mod dispatch;
+mod last_step;
 mod retry_slot;
 
 use self::attempted::Attempted;
 use self::dispatch::{Dispatch, Settled};
+use self::last_step::last_step;
 use self::retry_slot::{CampaignRetrySlot, STOPPED_BEFORE_RETRY};
 use super::handle::{Control, ABANDON, RUN};
 use super::journal::{Identity, JournalStore, Row, State, Unfenced, STALE};
@@ -588,25 +588,4 @@ pub(super) fn in_doubt(prepared: &Prepared, key: &str) -> Error {
             "the campaign stopped while the message was in flight".to_owned(),
         )),
     }))
-}
-
-/// A slot's last step (`LimitsStore::admit_then`): `first`, when there is one, then `then`
-/// (whose answer says whether the slot may be released; without it, it may).
-fn last_step<'a, F>(
-    first: Option<F>,
-    then: Option<BoxFuture<'a, bool>>,
-) -> Option<BoxFuture<'a, bool>>
-where
-    F: Future<Output = ()> + Send + 'a,
-{
-    match (first, then) {
-        (None, then) => then,
-        (Some(first), then) => Some(Box::pin(async move {
-            first.await;
-            match then {
-                Some(then) => then.await,
-                None => true,
-            }
-        })),
-    }
 }
