@@ -93,11 +93,15 @@ impl Client {
         };
         // A token provider is asked as the slot's last step: after the slot, it would write
         // the request late for it; before the wait, the token could expire meanwhile.
+        // A provider that fails ends the step (the slot is not released): its failure is the
+        // send's, returned by the first attempt as when the attempt asked.
         let authorization = std::sync::Mutex::new(None);
         let ask: Option<BoxFuture<'_, bool>> = self.asks_for_token().then(|| {
             Box::pin(async {
-                *crate::sync::lock(&authorization) = Some(self.authorization_ahead(call).await);
-                true
+                let asked = self.authorization_ahead(call).await;
+                let go = asked.is_ok();
+                *crate::sync::lock(&authorization) = Some(asked);
+                go
             }) as BoxFuture<'_, bool>
         });
         crate::limits::waited(from, limits.admit_then(slot, deadline, ask)).await?;

@@ -349,12 +349,16 @@ async fn attempt(
         }
         // Its row goes from `claimed` to `dispatched` as the slot's last step (`dispatch.rs`).
         let dispatch = Dispatch::new(keys.journal, keys.identity, to_dispatch);
-        // The slot's last step: a token provider asked (close to the slot's time, so that the
-        // token is fresh, and before it, so that the request is not late; its failure is the
-        // first attempt's, `execute.rs`), then the dispatch write.
+        // The slot's last step: a token provider asked (at the slot's time, so that the token
+        // is fresh and the request not late for it), then the dispatch write. A provider that
+        // fails ends the step: no dispatch write, and its failure is the first attempt's
+        // (`execute.rs`), as when the attempt asked.
         let last_step = last_step(
             client.asks_for_token().then_some(async {
-                progress.authorize_ahead(client.authorization_ahead(call).await);
+                let asked = client.authorization_ahead(call).await;
+                let go = asked.is_ok();
+                progress.authorize_ahead(asked);
+                go
             }),
             dispatch.before_release(),
         );
@@ -377,7 +381,10 @@ async fn attempt(
         };
         // Its pace counts it from when its request is written (`limits/departure.rs`).
         progress.departs(departure);
-        if to_dispatch {
+        // Its token provider failed in the slot's last step: the attempt returns that failure
+        // (nothing is written, and no dispatch was recorded).
+        let token_failed = progress.authorization_failed();
+        if to_dispatch && !token_failed {
             match dispatch.settled() {
                 Settled::Go => to_dispatch = false,
                 Settled::Lost(lost) => return Attempted::lost(lost, key),
@@ -393,7 +400,7 @@ async fn attempt(
         // the store: a slot is used within a few milliseconds of its time, and a read that met
         // a stalled store sent the request late, next to the following slots (a second over
         // the pace). The read before the next slot brings the copy up to date.
-        let spaced = if limits.is_shared() {
+        let spaced = if limits.is_shared() && !token_failed {
             limits.pair_wait_known(from, &prepared.request.to)
         } else {
             Duration::ZERO
@@ -408,7 +415,8 @@ async fn attempt(
         // lost is lost for good. One only stale (a journal round trip is slow) is not waited
         // for here, where the request would then leave late for its slot: the message takes a
         // new slot, after the wait above. (The body is checked once more as it is written.)
-        if let Some(fence) = fence {
+        // A message whose token provider failed writes nothing: its failure is returned now.
+        if let Some(fence) = fence.filter(|_| !token_failed) {
             match fence.check() {
                 Ok(()) => {}
                 Err(lost @ Unfenced::Lost(_)) => return Attempted::lost(lost, key),

@@ -138,6 +138,13 @@ impl SendProgress {
         *crate::sync::lock(&self.authorization) = Some(value);
     }
 
+    /// Whether what was asked for the slot is the provider's failure.
+    pub(crate) fn authorization_failed(&self) -> bool {
+        crate::sync::lock(&self.authorization)
+            .as_ref()
+            .is_some_and(Result::is_err)
+    }
+
     /// What was asked for the slot, if anything; taken by the attempt that uses it.
     pub(crate) fn authorization_ahead(&self) -> Option<Result<http::HeaderValue>> {
         crate::sync::lock(&self.authorization).take()

@@ -8,19 +8,23 @@ use std::future::Future;
 
 use futures::future::BoxFuture;
 
-/// A slot's last step (`LimitsStore::admit_then`): `first`, when there is one, then `then`
-/// (whose answer says whether the slot may be released; without it, it may).
+/// A slot's last step (`LimitsStore::admit_then`): `first`, when there is one, then `then`.
+/// `first` answering false (a token provider that failed: the message cannot go) ends the step
+/// there, and the slot is not released; otherwise `then` says whether it may be (without it,
+/// it may).
 pub(super) fn last_step<'a, F>(
     first: Option<F>,
     then: Option<BoxFuture<'a, bool>>,
 ) -> Option<BoxFuture<'a, bool>>
 where
-    F: Future<Output = ()> + Send + 'a,
+    F: Future<Output = bool> + Send + 'a,
 {
     match (first, then) {
         (None, then) => then,
         (Some(first), then) => Some(Box::pin(async move {
-            first.await;
+            if !first.await {
+                return false;
+            }
             match then {
                 Some(then) => then.await,
                 None => true,

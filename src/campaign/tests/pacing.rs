@@ -262,29 +262,36 @@ async fn a_retry_not_made_after_an_attempt_that_never_left_is_not_sent() {
 /// A token provider that notes each time it is asked in the store's record.
 struct NotedToken {
     store: Arc<Scripted>,
-    token: String,
+    /// The token, or `None` for a provider that fails.
+    token: Option<String>,
 }
 
 impl crate::client::TokenProvider for NotedToken {
     fn token(&self, _refresh: bool) -> BoxFuture<'static, Result<String>> {
         self.store.note("token");
-        Box::pin(std::future::ready(Ok(self.token.clone())))
+        Box::pin(std::future::ready(self.token.clone().ok_or_else(|| {
+            Error::TokenProvider {
+                message: "the token service is down".to_owned(),
+                cause: crate::error::Foreign(Arc::new(())),
+            }
+        })))
     }
 }
 
-/// A token provider is asked as the slot's last step, once: after the slot's wait (a token
-/// asked before the whole wait could expire meanwhile) and before the pair's last check, where
-/// the request goes (asked by the attempt, after the slot, it sent the request late for its
-/// slot, next to the following slots). Before the fix it was asked after "pair free (known)".
+/// A token provider is asked as the slot's last step, once: after the slot's wait (asked
+/// before the whole wait, at 02dd1ad, a token could expire in it) and before the pair's last
+/// check, where the request goes (asked by the first attempt, before 02dd1ad, it sent the
+/// request late for its slot, next to the following slots). ("slot" is noted as the wait
+/// begins.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_provider_is_asked_before_the_slot() {
+async fn a_token_provider_is_asked_as_the_slots_last_step() {
     let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
     let (sandbox, _, sender) = setup().await;
     let client = Client::new(ClientConfig::new(
         sandbox.base_url(),
         TokenSource::Provider(Arc::new(NotedToken {
             store: Arc::clone(&store),
-            token: sandbox.token(),
+            token: Some(sandbox.token()),
         })),
     ))
     .unwrap();
@@ -418,4 +425,31 @@ async fn a_connection_is_opened_before_the_slot_when_none_is_idle() {
     // The send used the connection opened ahead: one in all.
     assert_eq!(opened.load(Ordering::SeqCst), 1);
     assert_eq!(sandbox.stats().accepted, 1);
+}
+
+/// A token provider that fails in the slot's last step fails the message, as when the attempt
+/// asked: asked once, nothing written, and the message goes no further (no pair check after
+/// the slot, no request). (Found in review, helper-48: the step went on to the dispatch write
+/// and the checks after the slot before the failure came out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_provider_that_fails_at_the_slot_fails_the_message_once() {
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
+    let (sandbox, _, sender) = setup().await;
+    let client = Client::new(ClientConfig::new(
+        sandbox.base_url(),
+        TokenSource::Provider(Arc::new(NotedToken {
+            store: Arc::clone(&store),
+            token: None,
+        })),
+    ))
+    .unwrap();
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(finished.outcome.status, Status::Failed);
+    assert!(
+        matches!(&finished.outcome.error, Some(Error::TokenProvider { message, .. }) if message.contains("down")),
+        "{:?}",
+        finished.outcome.error
+    );
+    assert_eq!(*store.asked.lock().unwrap(), ["pair free", "slot", "token"]);
+    assert_eq!(sandbox.stats().sends, 0);
 }

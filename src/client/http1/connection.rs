@@ -314,6 +314,13 @@ const MAX_RESERVE: usize = 64 * READ_CHUNK;
 const COPY_BELOW: usize = 4 * 1024;
 
 impl Conn {
+    /// Whether the connection ever brought an answer: one opened ahead of a paced send and
+    /// never used has not, and its close says nothing of how long the server keeps an idle
+    /// keep-alive connection (many close a connection that sent no request sooner).
+    pub(crate) fn has_answered(&self) -> bool {
+        self.received > 0
+    }
+
     /// Whether an idle connection can take a request: the server has not closed it, and sent
     /// nothing unasked since its last answer. Nothing to read is the only good answer: a close
     /// or an error ends the connection, and so do bytes (an answer nobody asked for would be

@@ -17,6 +17,7 @@ pub(crate) mod differential;
 mod pool;
 mod proxy;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,8 @@ pub(crate) struct Http1Transport {
     idle: PerRuntime<Conn>,
     /// What the pool learned of the server's idle limit (`../idle_limit.rs`).
     learning: IdleLimit,
+    /// Connections being opened ahead of paced sends (`warm`).
+    warming: AtomicUsize,
 }
 
 impl Http1Transport {
@@ -63,6 +66,7 @@ impl Http1Transport {
             head,
             idle: PerRuntime::new(),
             learning: IdleLimit::default(),
+            warming: AtomicUsize::new(0),
         })
     }
 
@@ -76,8 +80,14 @@ impl Http1Transport {
             } else {
                 pool::checkout(&self.idle, &self.learning)
             };
+            // What a reused connection's loss teaches of the server's idle limit: only one that
+            // carried an exchange before (not one opened ahead and never used) teaches.
+            let mut teaches = None;
             let (mut conn, reused) = match pooled {
-                Some((conn, idle)) => (conn, Some(idle)),
+                Some((conn, idle)) => {
+                    teaches = conn.has_answered().then_some(idle);
+                    (conn, Some(idle))
+                }
                 None => {
                     // Boxed: a TLS handshake's future is large, and it runs once per
                     // connection, while every exchange's future would otherwise carry (and
@@ -111,7 +121,7 @@ impl Http1Transport {
                         "a pooled connection was closed; sending on a new one ({})",
                         failed.error
                     );
-                    if let Some(idle) = reused {
+                    if let Some(idle) = teaches {
                         self.learning.closed(idle);
                     }
                     let Some(returned) = failed.returned else {
@@ -122,7 +132,7 @@ impl Http1Transport {
                 // Written, and the connection ended without a byte of answer: a reused one
                 // was most likely closed by the server as the request went out.
                 Err(failed) if reused.is_some() && failed.silent => {
-                    if let Some(idle) = reused {
+                    if let Some(idle) = teaches {
                         self.learning.closed(idle);
                     }
                     return Err(match failed.error {
@@ -143,12 +153,18 @@ impl Http1Transport {
 
     /// Opens a connection and keeps it idle, when this runtime has none idle: for a paced send
     /// about to wait for its slot, so that opening one (TCP, TLS: a round trip or more) does
-    /// not write its request late for the slot. Best effort: a connection that cannot be
+    /// not write its request late for the slot. At most `WARM_AT_ONCE` at a time: every
+    /// message of a campaign's start finds the pool empty, and each opening its own would be
+    /// a connection per message in flight (thousands, at a high `concurrency`), where the pace
+    /// needs its rate times the service's latency. Best effort: a connection that cannot be
     /// opened now is left for the send to meet (said at debug level).
     pub(crate) async fn warm(&self) {
         if self.idle.with(|list| !list.is_empty()) {
             return;
         }
+        let Some(_warming) = Warming::start(&self.warming) else {
+            return;
+        };
         // Boxed, as in `send`: a TLS handshake's future is large.
         match Box::pin(self.connector.connect()).await {
             Ok(conn) => pool::check_in(&self.idle, conn),
@@ -162,6 +178,30 @@ impl Http1Transport {
 
     pub(crate) fn close(&self) {
         self.idle.close();
+    }
+}
+
+/// Connections opened ahead of paced sends at once, at most (`Http1Transport::warm`).
+const WARM_AT_ONCE: usize = 8;
+
+/// One connection being opened ahead (`warm`), counted until it is opened or given up.
+struct Warming<'a>(&'a AtomicUsize);
+
+impl<'a> Warming<'a> {
+    /// Counts one more, unless `WARM_AT_ONCE` already are.
+    fn start(warming: &'a AtomicUsize) -> Option<Self> {
+        warming
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now < WARM_AT_ONCE).then_some(now + 1)
+            })
+            .ok()
+            .map(|_| Warming(warming))
+    }
+}
+
+impl Drop for Warming<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

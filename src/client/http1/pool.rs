@@ -37,6 +37,10 @@ pub(super) fn checkout(idle: &PerRuntime<Conn>, learning: &IdleLimit) -> Option<
             if conn.is_open() {
                 return Some((conn, idle_for));
             }
+            // Only a connection that carried an exchange teaches the server's idle limit.
+            if !conn.has_answered() {
+                continue;
+            }
             closed_after = Some(closed_after.map_or(idle_for, |shortest| shortest.min(idle_for)));
             // The connections after it in this checkout are judged by what it teaches.
             if let Some(taught) = IdleLimit::after_close(idle_for) {
