@@ -23,6 +23,9 @@ pub(super) struct SharedSlot {
     /// A token provider's answer, asked as the slot's last step (`Client::authorization_ahead`),
     /// for the first attempt; taken by `progress_of`.
     authorization: std::sync::Mutex<Option<Result<http::HeaderValue>>>,
+    /// By when its first attempt's request must be written (`limits/departure.rs`); taken by
+    /// `progress_of`.
+    departure: std::sync::Mutex<Option<Departure>>,
 }
 
 impl SharedSlot {
@@ -36,6 +39,9 @@ impl SharedSlot {
         }));
         if let Some(asked) = crate::sync::lock(&self.authorization).take() {
             progress.authorize_ahead(asked);
+        }
+        if let Some(departure) = crate::sync::lock(&self.departure).take() {
+            progress.departs(departure);
         }
         progress
     }
@@ -76,10 +82,7 @@ impl Client {
         let Some(limits) = self.shared_limits() else {
             return Ok(None);
         };
-        let total = call
-            .timeout
-            .and_then(|timeout| timeout.total)
-            .or(self.timeout().total);
+        let total = self.total_timeout(call);
         let deadline = total.and_then(|total| std::time::Instant::now().checked_add(total));
         let facts = self
             .sender_paces()
@@ -104,13 +107,14 @@ impl Client {
                 go
             }) as BoxFuture<'_, bool>
         });
-        crate::limits::waited(from, limits.admit_then(slot, deadline, ask)).await?;
+        let departure = crate::limits::waited(from, limits.admit_then(slot, deadline, ask)).await?;
         Ok(Some(SharedSlot {
             limits,
             pace: facts.pace,
             tier: facts.account.zip(facts.limit),
             total,
             authorization,
+            departure: std::sync::Mutex::new(Some(departure)),
         }))
     }
 

@@ -106,6 +106,11 @@ impl Client {
         let mut in_doubt_before = false;
         // The `error.type` of the last attempt, when the next is its retry (`attempt_counts`).
         let mut last_error_type: Option<String> = None;
+        // The last attempt's request was not written because it came too late for its slot:
+        // the same attempt is made again on a new slot.
+        let mut slot_missed = false;
+        // The service refused the token (401): a fresh one is asked before the next attempt.
+        let mut refresh_token = false;
         loop {
             if let Some(gate) = &call.gate {
                 gate.wait().await;
@@ -113,7 +118,7 @@ impl Client {
             // Sent again: a paced send takes a slot of its pace first, as its first attempt did
             // (`retry_slot.rs`). A store that cannot give one stops the send here. A wait that
             // is not the call's (a campaign's pace, as its first slot's) moves its deadline.
-            if attempt > 1 {
+            if attempt > 1 || std::mem::take(&mut slot_missed) {
                 if let Some(progress) = &operation.progress {
                     match progress.retry_slot(deadline).await {
                         Ok(waited) => {
@@ -122,6 +127,18 @@ impl Client {
                         Err(error) => return Err(not_attempted(operation, error, in_doubt_before)),
                     }
                 }
+            }
+            // After the slot's wait (seconds, at a low pace, with a campaign's messages queued
+            // before it), so that the fresh token cannot expire in it. Asking may make the
+            // request late for its slot, and the pace still holds: a local one counts the send
+            // from its write, and a shared slot's late body is refused and another slot taken
+            // (below), the token in hand. A provider that fails now stops the send: in doubt
+            // if an earlier attempt may have been processed.
+            if std::mem::take(&mut refresh_token) {
+                authorization = self
+                    .token(true, deadline)
+                    .await
+                    .map_err(|error| not_attempted(operation, error, in_doubt_before))?;
             }
             // A send its caller may no longer make (a campaign run whose claims were taken
             // over) is not attempted; the body's own check covers what happens from here.
@@ -160,6 +177,30 @@ impl Client {
                     &mut head_read,
                 )
                 .await;
+            // Written too late for its slot, the request could have crowded the following
+            // slots into one second above the pace: it was not written (`body.rs`'s claim),
+            // so it provably never left, and it is made again on a new slot, with the same
+            // key. Not an attempt: nothing is counted or logged as one. (A campaign stopped
+            // meanwhile ends the wait for that slot, `retry_slot.rs`.)
+            if outcome.is_err()
+                && operation
+                    .progress
+                    .as_ref()
+                    .is_some_and(|progress| progress.take_missed_slot())
+                && watch.as_ref().is_some_and(BodyWatch::claim_unsent)
+            {
+                log::debug!(
+                    target: "bizmsg",
+                    method = operation.method.as_str(),
+                    path = operation.url.path(),
+                    idempotency_key = send_key(operation);
+                    "{} {} was not written: too late for its pacing slot; it takes a new one",
+                    operation.method,
+                    operation.url.path(),
+                );
+                slot_missed = true;
+                continue;
+            }
 
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);
@@ -272,12 +313,8 @@ impl Client {
             match next {
                 Next::RefreshToken => {
                     token_refreshed = true;
-                    // A provider that fails now stops the send: in doubt if an earlier attempt
-                    // may have been processed.
-                    authorization = self
-                        .token(true, deadline)
-                        .await
-                        .map_err(|error| not_attempted(operation, error, in_doubt_before))?;
+                    // Asked before the next attempt, once its slot is taken (below).
+                    refresh_token = true;
                 }
                 Next::Retry { delay, error } => {
                     retries_done += 1;
@@ -379,11 +416,9 @@ impl Client {
         &self,
         call: &super::CallOptions,
     ) -> Result<HeaderValue> {
-        let total = match call.timeout {
-            Some(timeout) => self.options.timeout.overridden_by(timeout).total,
-            None => self.options.timeout.total,
-        };
-        let deadline = total.and_then(|total| Instant::now().checked_add(total));
+        let deadline = self
+            .total_timeout(call)
+            .and_then(|total| Instant::now().checked_add(total));
         self.token(false, deadline).await
     }
 

@@ -314,15 +314,21 @@ impl Client {
     /// none is idle, rather than after the slot (late for it). Best effort, never an error;
     /// given up past the call's total timeout (the connect timeout bounds it too).
     pub(crate) async fn warm_connection(&self, call: &CallOptions) {
-        let total = match call.timeout {
-            Some(timeout) => self.options.timeout.overridden_by(timeout).total,
-            None => self.options.timeout.total,
-        };
-        match total {
+        match self.total_timeout(call) {
             Some(total) => {
                 let _ = tokio::time::timeout(total, self.shared.transport.warm()).await;
             }
             None => self.shared.transport.warm().await,
+        }
+    }
+
+    /// A call's total timeout: its own, or the client's. It bounds what a paced send does
+    /// outside its attempts too (the wait for a slot, a connection opened ahead, a token asked
+    /// at the slot).
+    pub(crate) fn total_timeout(&self, call: &CallOptions) -> Option<std::time::Duration> {
+        match call.timeout {
+            Some(timeout) => self.options.timeout.overridden_by(timeout).total,
+            None => self.options.timeout.total,
         }
     }
 

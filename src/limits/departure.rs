@@ -4,6 +4,13 @@
 //! is the client's own (a task waiting for a busy core, for a connection): counted from the
 //! write, the sends given slots cannot put more than the pace in one second at the service.
 //! A send's retries within `client/execute.rs` take slots of their own (`client/retry_slot.rs`).
+//!
+//! A store that cannot count a send from its write (Redis: every process's sends share one
+//! timeline in the store, which a late write cannot move) gives the latest its request may be
+//! written instead (`write_by`). The body's claim refuses a write past it, and the send takes
+//! a new slot (`client/execute.rs`): whatever made it late (a connection opened after the slot
+//! after all, a `Retry-After` gate, a process not scheduled), the request never goes out next
+//! to the following slots, where it could put more than the pace in one second.
 
 use std::sync::Arc;
 
@@ -11,22 +18,40 @@ use tokio::time::Instant;
 
 use super::timeline::Timeline;
 
-/// A released send's places in its timelines' rings. Empty when the store keeps none (Redis,
-/// whose slots are used within a bound of their time instead; an unpaced campaign).
+/// A released send's places in its timelines' rings, or the latest its request may be
+/// written. Empty for a send with neither (an unpaced campaign).
 #[derive(Default)]
 pub struct Departure {
     marks: Vec<(Arc<Timeline>, u64)>,
+    /// Past this, the request is not written: its slot is missed (`missed`).
+    write_by: Option<Instant>,
 }
 
 impl Departure {
     /// The send of `marks`, one per timeline, as `Timeline::release` returned them.
     pub(super) fn of(marks: Vec<(Arc<Timeline>, u64)>) -> Self {
-        Departure { marks }
+        Departure {
+            marks,
+            write_by: None,
+        }
     }
 
-    /// Whether there is anything to record.
+    /// A send whose request must be written by `write_by`, or not at all.
+    pub(crate) fn written_by(write_by: Instant) -> Self {
+        Departure {
+            marks: Vec::new(),
+            write_by: Some(write_by),
+        }
+    }
+
+    /// Whether there is anything to record or check.
     pub fn is_empty(&self) -> bool {
-        self.marks.is_empty()
+        self.marks.is_empty() && self.write_by.is_none()
+    }
+
+    /// Whether it is too late now to write the request (its slot is missed).
+    pub(crate) fn missed(&self) -> bool {
+        self.write_by.is_some_and(|by| Instant::now() > by)
     }
 
     /// The send's request is being written now.
@@ -42,6 +67,7 @@ impl std::fmt::Debug for Departure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Departure")
             .field("paces", &self.marks.len())
+            .field("write_by", &self.write_by)
             .finish()
     }
 }

@@ -95,7 +95,8 @@ pub trait LimitsStore: Send + Sync {
     /// store that keeps sends from crowding a second (`timeline.rs`'s ring) counts the send
     /// when it really leaves, so the step's own delay cannot make a window above the pace: it
     /// releases the send after the step, and returns the `Departure` to tell it when the
-    /// request was written.
+    /// request was written; one that cannot (Redis) returns by when the request must be
+    /// written, or not on this slot (`departure.rs`).
     /// `before_release` answering false ends the admission there (the message does not go).
     /// By default the step runs after `admit`, and there is nothing to tell.
     fn admit_then<'a>(

@@ -14,7 +14,7 @@ use crate::campaign::journal::{stamp, Claim, ClaimFence, Claimed, JournalStore, 
 use crate::campaign::send::{send_one, Context, Finished, Ready};
 use crate::campaign::Identity;
 use crate::error::{Error, Result};
-use crate::limits::{LimitsStore, Scope, Slot, TierCount};
+use crate::limits::{Departure, LimitsStore, Scope, Slot, TierCount};
 
 /// A shared store that answers from a script: the n-th slot asked for (`slot`: a wait, or a
 /// failure), the n-th pair check (`pair`: how long the pair is spaced). It records what the
@@ -27,6 +27,8 @@ struct Scripted {
     pair_checks: AtomicUsize,
     /// Connections opened to the service so far, when the test counts them.
     connections: Mutex<Option<Arc<AtomicUsize>>>,
+    /// Its first slot's request is too late to be written (`missing_its_first_slot`).
+    first_missed: std::sync::atomic::AtomicBool,
 }
 
 impl Scripted {
@@ -38,7 +40,15 @@ impl Scripted {
             slots: AtomicUsize::new(0),
             pair_checks: AtomicUsize::new(0),
             connections: Mutex::new(None),
+            first_missed: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Its first slot says its request must have been written already (as when the sender's
+    /// process was not scheduled for a while after the slot's time).
+    fn missing_its_first_slot(self: Arc<Self>) -> Arc<Self> {
+        self.first_missed.store(true, Ordering::SeqCst);
+        self
     }
 
     /// Notes, with each slot, whether a connection to the service was open by then (of those
@@ -91,6 +101,25 @@ impl LimitsStore for Scripted {
         Box::pin(async move {
             tokio::time::sleep(answer?).await;
             Ok(())
+        })
+    }
+    fn admit_then<'a>(
+        &'a self,
+        slot: Slot<'a>,
+        deadline: Option<std::time::Instant>,
+        before_release: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<Departure>> {
+        Box::pin(async move {
+            self.admit(slot, deadline).await?;
+            if let Some(step) = before_release {
+                step.await;
+            }
+            Ok(if self.first_missed.swap(false, Ordering::SeqCst) {
+                let past = tokio::time::Instant::now() - Duration::from_millis(1);
+                Departure::written_by(past)
+            } else {
+                Departure::default()
+            })
         })
     }
     fn pause<'a>(&'a self, _scope: Scope<'a>, _wait: Duration) -> BoxFuture<'a, Result<()>> {
@@ -264,11 +293,17 @@ struct NotedToken {
     store: Arc<Scripted>,
     /// The token, or `None` for a provider that fails.
     token: Option<String>,
+    /// Its first token has expired: only a refresh gives `token`.
+    expired_first: bool,
 }
 
 impl crate::client::TokenProvider for NotedToken {
-    fn token(&self, _refresh: bool) -> BoxFuture<'static, Result<String>> {
-        self.store.note("token");
+    fn token(&self, refresh: bool) -> BoxFuture<'static, Result<String>> {
+        self.store
+            .note(if refresh { "token refreshed" } else { "token" });
+        if self.expired_first && !refresh {
+            return Box::pin(std::future::ready(Ok("expired".to_owned())));
+        }
         Box::pin(std::future::ready(self.token.clone().ok_or_else(|| {
             Error::TokenProvider {
                 message: "the token service is down".to_owned(),
@@ -276,6 +311,31 @@ impl crate::client::TokenProvider for NotedToken {
             }
         })))
     }
+}
+
+/// A client of `sandbox` whose token provider notes each ask in `store`'s record, and answers
+/// `token` (`None`: fails).
+fn client_asking(sandbox: &Sandbox, store: &Arc<Scripted>, token: Option<String>) -> Client {
+    client_asking_with(sandbox, store, token, false)
+}
+
+/// The same, whose first token (`expired_first`) the service refuses.
+fn client_asking_with(
+    sandbox: &Sandbox,
+    store: &Arc<Scripted>,
+    token: Option<String>,
+    expired_first: bool,
+) -> Client {
+    let provider = NotedToken {
+        store: Arc::clone(store),
+        token,
+        expired_first,
+    };
+    let config = ClientConfig::new(
+        sandbox.base_url(),
+        TokenSource::Provider(Arc::new(provider)),
+    );
+    Client::new(config).unwrap()
 }
 
 /// A token provider is asked as the slot's last step, once: after the slot's wait (asked
@@ -287,14 +347,7 @@ impl crate::client::TokenProvider for NotedToken {
 async fn a_token_provider_is_asked_as_the_slots_last_step() {
     let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
     let (sandbox, _, sender) = setup().await;
-    let client = Client::new(ClientConfig::new(
-        sandbox.base_url(),
-        TokenSource::Provider(Arc::new(NotedToken {
-            store: Arc::clone(&store),
-            token: Some(sandbox.token()),
-        })),
-    ))
-    .unwrap();
+    let client = client_asking(&sandbox, &store, Some(sandbox.token()));
     let finished = send_paced_by(client, &store, &sender).await;
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
@@ -435,14 +488,7 @@ async fn a_connection_is_opened_before_the_slot_when_none_is_idle() {
 async fn a_token_provider_that_fails_at_the_slot_fails_the_message_once() {
     let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
     let (sandbox, _, sender) = setup().await;
-    let client = Client::new(ClientConfig::new(
-        sandbox.base_url(),
-        TokenSource::Provider(Arc::new(NotedToken {
-            store: Arc::clone(&store),
-            token: None,
-        })),
-    ))
-    .unwrap();
+    let client = client_asking(&sandbox, &store, None);
     let finished = send_paced_by(client, &store, &sender).await;
     assert_eq!(finished.outcome.status, Status::Failed);
     assert!(
@@ -452,4 +498,68 @@ async fn a_token_provider_that_fails_at_the_slot_fails_the_message_once() {
     );
     assert_eq!(*store.asked.lock().unwrap(), ["pair free", "slot", "token"]);
     assert_eq!(sandbox.stats().sends, 0);
+}
+
+/// A request too late for its slot (its departure says so: the process was not scheduled for a
+/// while after the slot's time, a connection was opened after it, a `Retry-After` gate held
+/// it) is not written on it: the body's claim refuses it, and the message takes a new slot,
+/// with the same key, on the same connection. Before, it was written late, next to the
+/// following slots, where it could put more than the pace in one second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_too_late_for_its_slot_is_not_written_and_takes_a_new_one() {
+    let (sandbox, _, sender) = setup().await;
+    let service: std::net::SocketAddr = sandbox
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (url, opened) = counting_forwarder(service).await;
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO)
+        .missing_its_first_slot();
+    let client = Client::new(ClientConfig::new(url, TokenSource::Static(sandbox.token()))).unwrap();
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        finished.outcome.idempotency_key.as_deref(),
+        Some("pacing-test-0")
+    );
+    // The retake is not an attempt.
+    assert_eq!(
+        finished.outcome.meta.as_ref().map(|meta| meta.attempts),
+        Some(1)
+    );
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        ["pair free", "slot", "pair free (known)", "slot"]
+    );
+    // One request, on the connection opened ahead: the one refused was kept for the retake.
+    assert_eq!(sandbox.stats().sends, 1);
+    assert_eq!(sandbox.stats().accepted, 1);
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
+}
+
+/// After a `401`, the fresh token is asked once the retry's slot is taken, not before its wait:
+/// with a campaign's messages queued before the retry, a token asked before could expire in
+/// that wait (as the first token could, before c8b907a). Before the fix the record ended in
+/// "token refreshed", then "slot".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refused_is_refreshed_after_the_retrys_slot() {
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
+    let (sandbox, _, sender) = setup().await;
+    let client = client_asking_with(&sandbox, &store, Some(sandbox.token()), true);
+    let finished = send_paced_by(client, &store, &sender).await;
+    assert_eq!(finished.outcome.status, Status::Sent);
+    assert_eq!(
+        *store.asked.lock().unwrap(),
+        [
+            "pair free",
+            "slot",
+            "token",
+            "pair free (known)",
+            // Refused (401): the retry's slot, then its token.
+            "slot",
+            "token refreshed",
+        ]
+    );
+    assert_eq!(sandbox.stats().accepted, 1);
 }

@@ -1,5 +1,5 @@
-//! One direct HTTP/1.1 connection to the service: connecting (TCP, then TLS for `https://`),
-//! and request/response exchanges on it.
+//! One open HTTP/1.1 connection to the service (opened by `connector.rs`): request/response
+//! exchanges on it, and whether it is still open between them.
 //!
 //! The exchange runs in the caller's task and speaks HTTP/1.1 itself (`codec/`): the request
 //! goes out in one write, and a small answer usually comes in with one read, into a buffer the
@@ -13,125 +13,19 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderValue;
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
 use super::codec::{self, Chunked, Framing, Malformed};
-use super::proxy::{self, ViaProxy};
+use super::connector::Stream;
 use crate::client::body::Abandoned;
 use crate::client::reply::{Oversized, Reply};
 use crate::client::request::Outgoing;
-use crate::error::{Error, Result};
-
-/// A TCP stream, or one wrapped in TLS (with the service, or with an `https://` proxy), or TLS
-/// with the service inside TLS with an `https://` proxy.
-pub(crate) enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-    Nested(Box<TlsStream<TlsStream<TcpStream>>>),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
-            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
-            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
-            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
-            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
-            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
-            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Stream::Plain(stream) => stream.is_write_vectored(),
-            Stream::Tls(stream) => stream.is_write_vectored(),
-            Stream::Nested(stream) => stream.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(stream) => Pin::new(stream).poll_flush(cx),
-            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
-            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
-            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
-            Stream::Nested(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
-
-/// How to reach the service: its address, TLS for `https://`, and the HTTP proxy in between
-/// if there is one (`proxy.rs`), with TLS for an `https://` proxy.
-pub(crate) struct Connector {
-    host: String,
-    port: u16,
-    tls: Option<(TlsConnector, ServerName<'static>)>,
-    via: Option<ViaProxy>,
-    proxy_tls: Option<(TlsConnector, ServerName<'static>)>,
-    connect_timeout: Duration,
-}
-
-/// TLS over `stream` with the peer `tls` names.
-async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
-    tls: &(TlsConnector, ServerName<'static>),
-    stream: S,
-) -> io::Result<TlsStream<S>> {
-    tls.0.connect(tls.1.clone(), stream).await
-}
-
-/// A TLS connector and the name its peer must prove, for `host`.
-fn tls_for(
-    config: Arc<rustls::ClientConfig>,
-    host: &str,
-) -> Result<(TlsConnector, ServerName<'static>)> {
-    let name = ServerName::try_from(host.to_owned())
-        .map_err(|e| Error::Configuration(format!("{host:?} is not a TLS server name: {e}")))?;
-    Ok((TlsConnector::from(config), name))
-}
+use crate::error::Error;
 
 /// What every request on these connections carries besides its own lines: `Host`, and for a
 /// proxy in forward mode (an `http://` service), the absolute form and `Proxy-Authorization`.
@@ -140,135 +34,6 @@ pub(crate) struct RequestHead {
     /// `http://host:port`, put before the path: the request line a forward proxy expects.
     pub(crate) absolute: Option<String>,
     pub(crate) proxy_authorization: Option<HeaderValue>,
-}
-
-impl Connector {
-    /// `proxy_tls` is the TLS an `https://` proxy is reached with (`via.secure`).
-    pub(crate) fn new(
-        url: &reqwest::Url,
-        tls: Option<Arc<rustls::ClientConfig>>,
-        via: Option<ViaProxy>,
-        proxy_tls: Option<Arc<rustls::ClientConfig>>,
-        connect_timeout: Duration,
-    ) -> Result<Self> {
-        let host = url
-            .host_str()
-            .ok_or_else(|| Error::Configuration(format!("base_url {url} has no host")))?;
-        // An IPv6 literal is written in brackets in URLs, without them for connect().
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let port = url
-            .port_or_known_default()
-            .ok_or_else(|| Error::Configuration(format!("base_url {url} has no port")))?;
-        let tls = tls.map(|config| tls_for(config, &host)).transpose()?;
-        let proxy_tls = match (&via, proxy_tls) {
-            (Some(via), Some(config)) if via.secure => Some(tls_for(config, &via.host)?),
-            (Some(via), _) if via.secure => {
-                return Err(Error::Configuration(format!(
-                    "the proxy {}:{} is https:// and no TLS was set up for it",
-                    via.host, via.port
-                )))
-            }
-            _ => None,
-        };
-        Ok(Connector {
-            host,
-            port,
-            tls,
-            via,
-            proxy_tls,
-            connect_timeout,
-        })
-    }
-
-    /// Whether the proxy in between, if any, is reached over TLS.
-    pub(crate) fn proxy_is_https(&self) -> bool {
-        self.proxy_tls.is_some()
-    }
-
-    /// A new connection, ready for its first request. Every failure here happened before any
-    /// request byte was written: it is a [`Error::Connect`] (or, for a proxy that wants
-    /// credentials, a [`Error::Configuration`]).
-    pub(crate) async fn connect(&self) -> Result<Conn> {
-        match tokio::time::timeout(self.connect_timeout, self.establish()).await {
-            Ok(connected) => connected,
-            Err(_) => Err(Error::Connect(format!(
-                "no connection to {}:{}{} within {:.3}s",
-                self.host,
-                self.port,
-                self.via.as_ref().map_or_else(String::new, |via| format!(
-                    " through the proxy {}:{}",
-                    via.host, via.port
-                )),
-                self.connect_timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    async fn establish(&self) -> Result<Conn> {
-        let (host, port, whom) = match &self.via {
-            Some(via) => (via.host.as_str(), via.port, "the proxy "),
-            None => (self.host.as_str(), self.port, ""),
-        };
-        let failed = |what: &str, e: &dyn std::fmt::Display| {
-            Error::Connect(format!("{what} {whom}{host}:{port}: {e}"))
-        };
-        let mut tcp = TcpStream::connect((host, port))
-            .await
-            .map_err(|e| failed("cannot connect to", &e))?;
-        // Requests and answers are small: Nagle would only delay them.
-        tcp.set_nodelay(true)
-            .map_err(|e| failed("cannot configure the connection to", &e))?;
-        let proxy_failed = failed;
-        let failed = |what: &str, e: &dyn std::fmt::Display| {
-            Error::Connect(format!("{what} {}:{}: {e}", self.host, self.port))
-        };
-        let stream = match (&self.proxy_tls, &self.via, &self.tls) {
-            // A proxy reached over TLS: forward requests in it, or a tunnel and TLS in it.
-            (Some(to_proxy), _, None) => Stream::Tls(Box::new(
-                handshake(to_proxy, tcp)
-                    .await
-                    .map_err(|e| proxy_failed("TLS handshake failed with", &e))?,
-            )),
-            (Some(to_proxy), Some(via), Some(to_service)) => {
-                let mut to_proxy = handshake(to_proxy, tcp)
-                    .await
-                    .map_err(|e| proxy_failed("TLS handshake failed with", &e))?;
-                proxy::tunnel(&mut to_proxy, via, &self.host, self.port).await?;
-                Stream::Nested(Box::new(
-                    handshake(to_service, to_proxy)
-                        .await
-                        .map_err(|e| failed("TLS handshake failed with", &e))?,
-                ))
-            }
-            (Some(_), None, Some(_)) => {
-                return Err(Error::Connect(
-                    "TLS with a proxy that is not there: a bug in bizmsg".to_owned(),
-                ))
-            }
-            (None, _, None) => Stream::Plain(tcp),
-            (None, via, Some(to_service)) => {
-                if let Some(via) = via {
-                    proxy::tunnel(&mut tcp, via, &self.host, self.port).await?;
-                }
-                Stream::Tls(Box::new(
-                    handshake(to_service, tcp)
-                        .await
-                        .map_err(|e| failed("TLS handshake failed with", &e))?,
-                ))
-            }
-        };
-        Ok(Conn {
-            stream,
-            input: BytesMut::new(),
-            output: Vec::new(),
-            idle_since: Instant::now(),
-            received: 0,
-            keep_alive: None,
-        })
-    }
 }
 
 /// An open connection, between exchanges or in one.
@@ -297,6 +62,9 @@ pub(crate) struct Failed {
     /// an answer, within `SILENT_WITHIN`: on a reused connection, the keep-alive race (the
     /// server closed it as the request went out, most likely without reading it).
     pub(crate) silent: bool,
+    /// Nothing was written or read: the request's body was refused (`body.rs`'s claim), and
+    /// the connection is as it was, fit for another request.
+    pub(crate) untouched: bool,
 }
 
 /// How soon after its request was written a connection must end, without a byte of answer,
@@ -314,6 +82,18 @@ const MAX_RESERVE: usize = 64 * READ_CHUNK;
 const COPY_BELOW: usize = 4 * 1024;
 
 impl Conn {
+    /// A connection just opened (`connector.rs`) on `stream`.
+    pub(super) fn new(stream: Stream) -> Self {
+        Conn {
+            stream,
+            input: BytesMut::new(),
+            output: Vec::new(),
+            idle_since: Instant::now(),
+            received: 0,
+            keep_alive: None,
+        }
+    }
+
     /// Whether the connection ever brought an answer: one opened ahead of a paced send and
     /// never used has not, and its close says nothing of how long the server keeps an idle
     /// keep-alive connection (many close a connection that sent no request sooner).
@@ -375,12 +155,16 @@ impl Conn {
             error: Error::ConnectionBroken(error),
             returned: None,
             silent: false,
+            untouched: false,
         };
         let method = request.method.clone();
         let timed = request.timed;
         self.output.clear();
         let Ok(data) = request.body.claim() else {
-            return Err(broken(Abandoned.to_string()));
+            return Err(Failed {
+                untouched: true,
+                ..broken(Abandoned.to_string())
+            });
         };
         let absolute;
         let target = match &head.absolute {
@@ -409,6 +193,7 @@ impl Conn {
                 // Over TLS, a failed write may still have sent part of a record.
                 returned: (nothing_written && plain).then_some(request),
                 silent: false,
+                untouched: false,
             });
         }
         drop(request);

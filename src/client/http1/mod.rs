@@ -4,7 +4,8 @@
 //! extra task wake-up.
 //!
 //! - `codec/`: HTTP/1.1 as bytes (the request written, the answer's head and body framed);
-//! - `connection.rs`: one connection (connect, TLS, an exchange, is it still open?);
+//! - `connector.rs`: opening a connection (TCP, TLS, through a proxy);
+//! - `connection.rs`: one open connection (an exchange, is it still open?);
 //! - `pool.rs`: the idle connections and which one a request takes, under what the transport
 //!   learned of the server's idle limit (`../idle_limit.rs`);
 //! - `proxy.rs`: an HTTP proxy in between, `http://` or `https://` (forward requests,
@@ -12,6 +13,7 @@
 
 mod codec;
 mod connection;
+mod connector;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod differential;
 mod pool;
@@ -28,7 +30,8 @@ use super::per_runtime::PerRuntime;
 use super::reply::Reply;
 use super::request::Outgoing;
 use crate::error::{Error, Result};
-use connection::{Conn, Connector, RequestHead};
+use connection::{Conn, RequestHead};
+use connector::Connector;
 
 pub(crate) use codec::check_any_answer;
 pub(crate) use proxy::{proxy_for, ProxyChoice, ViaProxy};
@@ -93,7 +96,7 @@ impl Http1Transport {
                     // connection, while every exchange's future would otherwise carry (and
                     // copy) its size.
                     let connecting = Box::pin(self.connector.connect());
-                    (connecting.await?, None)
+                    (Conn::new(connecting.await?), None)
                 }
             };
             match conn.exchange(request, &self.head, limit).await {
@@ -112,6 +115,13 @@ impl Http1Transport {
                         pool::check_in(&self.idle, conn);
                     }
                     return Ok(reply);
+                }
+                // Its body was refused (too late for its slot, its fence, abandoned): the
+                // connection is unused and kept, so that the send taking a new slot has one
+                // (dropped, each retake could open one after its slot in turn).
+                Err(failed) if failed.untouched => {
+                    pool::put_back(&self.idle, conn);
+                    return Err(failed.error);
                 }
                 // A pooled connection that turned out closed before the request was written:
                 // nothing left, so it is safe to try again on a new connection.
@@ -167,7 +177,7 @@ impl Http1Transport {
         };
         // Boxed, as in `send`: a TLS handshake's future is large.
         match Box::pin(self.connector.connect()).await {
-            Ok(conn) => pool::check_in(&self.idle, conn),
+            Ok(stream) => pool::check_in(&self.idle, Conn::new(stream)),
             Err(error) => log::debug!(
                 target: "bizmsg",
                 "a connection opened ahead of a paced send failed; the send opens its own \

@@ -70,6 +70,12 @@ const MOST_FAST: usize = 1024;
 /// of every pace, and at 750 and 1,000 a second, the paces that matter, it measured no better
 /// (97.5–98.6 %): not kept.
 const LATE: Duration = Duration::from_millis(6);
+/// How long after its slot's bound (`latest`) its request may still be written: the 2 ms
+/// `LATE` leaves for the write after the wake-up. A request that is not written by then (the
+/// process was not scheduled, a connection was opened after the slot after all, a
+/// `Retry-After` gate held it) is not written on this slot: the body's claim refuses it, and
+/// the send takes a new one (`limits/departure.rs`).
+const WRITE_AFTER_WAKE: Duration = Duration::from_millis(2);
 /// The least time a caller is given to wake for its slot: tokio's timer ticks every
 /// millisecond (less, and the slot is as good as lost before it is taken).
 const LEAST_TO_WAKE: Duration = Duration::from_millis(1);
@@ -103,6 +109,13 @@ pub(super) struct Pool {
 pub(super) struct Taken {
     slot: Slot,
     epoch: u64,
+}
+
+impl Taken {
+    /// The latest its request may be written (`WRITE_AFTER_WAKE`).
+    pub(super) fn write_by(&self) -> Instant {
+        self.slot.latest + WRITE_AFTER_WAKE
+    }
 }
 
 /// A reserved slot: when it is due here, and the latest it may be used (see `LATE`).

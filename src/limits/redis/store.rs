@@ -286,13 +286,15 @@ impl RedisLimits {
     /// and takes it, making `last_step` (a journal's write) first. The step begins `STEP_LEAD`
     /// before the slot's time, so that it is made by then; one that ends past the slot's
     /// bound takes a later slot, the step made: sent when the step ended, next to the following
-    /// slots, the request could put more than the pace in one second.
+    /// slots, the request could put more than the pace in one second. The same holds for the
+    /// write itself: the `Departure` says by when it must be made (`slots.rs`'s
+    /// `WRITE_AFTER_WAKE`).
     async fn slot(
         &self,
         slot: Slot<'_>,
         deadline: Option<Instant>,
         mut last_step: Option<BoxFuture<'_, bool>>,
-    ) -> Result<()> {
+    ) -> Result<Departure> {
         let here = self.here()?;
         let key = PoolKey {
             sender: match slot.sender {
@@ -309,7 +311,7 @@ impl RedisLimits {
             if let Some(step) = last_step {
                 step.await;
             }
-            return Ok(());
+            return Ok(Departure::default());
         }
         let pool = here.pool(&key);
         let (here, key) = (&*here, &key);
@@ -330,11 +332,11 @@ impl RedisLimits {
             if let Some(step) = last_step.take() {
                 if !step.await {
                     // The message does not go (its claim was lost): nothing to wait for.
-                    return Ok(());
+                    return Ok(Departure::default());
                 }
             }
             if pool.ready(&taken).await {
-                return Ok(());
+                return Ok(Departure::written_by(taken.write_by().into()));
             }
             log::debug!(
                 target: "bizmsg",
@@ -348,7 +350,10 @@ impl RedisLimits {
 
 impl LimitsStore for RedisLimits {
     fn admit<'a>(&'a self, slot: Slot<'a>, deadline: Option<Instant>) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.slot(slot, deadline, None))
+        Box::pin(async move {
+            self.slot(slot, deadline, None).await?;
+            Ok(())
+        })
     }
 
     fn admit_then<'a>(
@@ -357,10 +362,7 @@ impl LimitsStore for RedisLimits {
         deadline: Option<Instant>,
         before_release: Option<BoxFuture<'a, bool>>,
     ) -> BoxFuture<'a, Result<Departure>> {
-        Box::pin(async move {
-            self.slot(slot, deadline, before_release).await?;
-            Ok(Departure::default())
-        })
+        Box::pin(self.slot(slot, deadline, before_release))
     }
 
     fn pause<'a>(&'a self, scope: Scope<'a>, wait: Duration) -> BoxFuture<'a, Result<()>> {

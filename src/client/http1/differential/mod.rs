@@ -45,7 +45,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::connection::{Connector, RequestHead};
+use super::connection::{Conn, RequestHead};
+use super::connector::Connector;
 use crate::client::body::OutgoingBody;
 use crate::client::request::Outgoing;
 
@@ -103,7 +104,7 @@ async fn serve(listener: TcpListener, case: Case, connections: usize) {
 async fn read_with_bizmsg(address: SocketAddr) -> Reading {
     let url = reqwest::Url::parse(&format!("http://{address}/v1/answers")).unwrap();
     let connector = Connector::new(&url, None, None, None, READ_BOUND).unwrap();
-    let mut conn = connector.connect().await.unwrap();
+    let mut conn = Conn::new(connector.connect().await.unwrap());
     let request = Outgoing {
         method: Method::GET,
         url: url.as_str().parse::<Uri>().unwrap(),
