@@ -63,9 +63,8 @@ pub(crate) struct SendProgress {
     /// An attempt may have been processed (it left, and failed ambiguously): whatever the
     /// current attempt does, the send is in doubt if given up.
     in_doubt: std::sync::atomic::AtomicBool,
-    /// An attempt's body was refused because its slot was missed (`Departure::missed`): the
-    /// attempt loop takes a new slot for it (`take_missed_slot`).
-    missed_slot: std::sync::atomic::AtomicBool,
+    /// Its requests are written however late for their slots (`waive_slot_bound`).
+    bound_waived: std::sync::atomic::AtomicBool,
     /// The first attempt's `Authorization` value (or the provider's failure), asked of a token
     /// provider as its slot's last step (`Client::authorization_ahead`): asked after the slot,
     /// it would delay the request past the slot's time; asked before the whole wait for it, it
@@ -166,23 +165,25 @@ impl SendProgress {
         }
     }
 
-    /// Whether the body about to be written is too late for its slot (`Departure::missed`):
-    /// the slot is then given up (its departure dropped) and the miss noted for
-    /// `take_missed_slot`.
-    fn misses_its_slot(&self) -> bool {
+    /// Whether the attempt about to be made is too late for its slot (`Departure::missed`),
+    /// asked by the attempt loop before it hands the request to the transport: the slot is
+    /// then given up (its departure dropped), and the send takes a new one.
+    pub(crate) fn misses_its_slot(&self) -> bool {
+        if self.bound_waived.load(Ordering::Acquire) {
+            return false;
+        }
         let mut departure = crate::sync::lock(&self.departure);
         if !departure.as_ref().is_some_and(Departure::missed) {
             return false;
         }
         *departure = None;
-        self.missed_slot.store(true, Ordering::Release);
         true
     }
 
-    /// Whether the last attempt's body was refused for a missed slot (once: the flag is
-    /// cleared).
-    pub(crate) fn take_missed_slot(&self) -> bool {
-        self.missed_slot.swap(false, Ordering::AcqRel)
+    /// From now on its requests are written however late for their slots (it missed too
+    /// many: `execute.rs`'s `MOST_SLOTS_MISSED`).
+    pub(crate) fn waive_slot_bound(&self) {
+        self.bound_waived.store(true, Ordering::Release);
     }
 
     /// A body of this send is being written: the pace learns when (once per release).
@@ -264,20 +265,12 @@ impl OutgoingBody {
     }
 
     /// The bytes to write, claimed (FRESH -> TAKEN): `Err` when the attempt was abandoned, or
-    /// its fence refuses now, or it is too late for its slot, and nothing may be written. The
-    /// HTTP/1.1 transport calls it immediately before writing; reqwest, through
-    /// [`Body::poll_frame`].
+    /// its fence refuses now, and nothing may be written. The HTTP/1.1 transport calls it
+    /// immediately before writing; reqwest, through [`Body::poll_frame`].
     pub(crate) fn claim(&self) -> std::result::Result<&[u8], Abandoned> {
         if let Some(watch) = &self.watch {
             let fence = self.progress.as_ref().and_then(|progress| progress.fence());
-            // (A copy sent again, after an HTTP/2 GOAWAY, finds no departure: the first copy's
-            // claim told it, or gave it up.)
-            let refused = fence.is_some_and(|fence| fence.may_send().is_err())
-                || self
-                    .progress
-                    .as_ref()
-                    .is_some_and(|progress| progress.misses_its_slot());
-            if refused {
+            if fence.is_some_and(|fence| fence.may_send().is_err()) {
                 // Abandoned, so that the attempt loop knows it never left (a copy sent again
                 // after a refusal is not written either, whatever the first copy did).
                 let _ =
@@ -390,25 +383,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_body_too_late_for_its_slot_is_never_taken_and_the_miss_is_told_once() {
-        let progress = Arc::new(SendProgress::default());
+    async fn an_attempt_too_late_for_its_slot_gives_it_up_until_the_bound_is_waived() {
+        let progress = SendProgress::default();
         let by = tokio::time::Instant::now() + Duration::from_millis(2);
         progress.departs(Departure::written_by(by));
-        let (on_time, _) = OutgoingBody::watched(Bytes::from_static(b"{}"), Some(progress.clone()));
-        assert!(on_time.claim().is_ok(), "written by its bound");
-        assert!(!progress.take_missed_slot());
-
-        progress.departs(Departure::written_by(by));
+        assert!(!progress.misses_its_slot(), "in time");
         tokio::time::advance(Duration::from_millis(3)).await;
-        let (late, watch) =
-            OutgoingBody::watched(Bytes::from_static(b"{}"), Some(progress.clone()));
-        assert!(late.claim().is_err(), "past its bound");
-        assert!(watch.claim_unsent());
-        assert!(progress.take_missed_slot());
-        assert!(!progress.take_missed_slot(), "told once");
-        // The slot is given up with it: the next body (on a new slot) is not held to it.
-        let (next, _) = OutgoingBody::watched(Bytes::from_static(b"{}"), Some(progress.clone()));
-        assert!(next.claim().is_ok());
+        assert!(progress.misses_its_slot(), "past its bound");
+        // The slot is given up with it: nothing more to miss until the next slot.
+        assert!(!progress.misses_its_slot());
+        assert!(crate::sync::lock(&progress.departure).is_none());
+
+        progress.departs(Departure::written_by(tokio::time::Instant::now()));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        progress.waive_slot_bound();
+        assert!(!progress.misses_its_slot(), "waived");
+        assert!(
+            crate::sync::lock(&progress.departure).is_some(),
+            "kept, to be told"
+        );
     }
 
     #[derive(Debug)]

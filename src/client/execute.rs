@@ -39,6 +39,35 @@ fn not_attempted(operation: &Operation, error: Error, in_doubt_before: bool) -> 
     }
 }
 
+/// The most slots a send gives up for being too late for them; its request is then written
+/// on the next, however late (`SendProgress::waive_slot_bound`). Only a process starved of
+/// its core for milliseconds at every slot misses this many: it sends, where it would retake
+/// slots for as long as the starvation lasts.
+const MOST_SLOTS_MISSED: u32 = 3;
+
+/// A send's attempt was too late for its pacing slot: written, its request could have
+/// crowded the following slots into one second above the pace. It is not made on that slot,
+/// but on a new one, with the same key: not an attempt, nothing is counted or logged as one.
+/// (A campaign stopped meanwhile ends the wait for it, `retry_slot.rs`.)
+fn missed_slot(operation: &Operation, slots_missed: &mut u32) {
+    *slots_missed += 1;
+    let waived = *slots_missed >= MOST_SLOTS_MISSED;
+    if let (true, Some(progress)) = (waived, &operation.progress) {
+        progress.waive_slot_bound();
+    }
+    log::debug!(
+        target: "bizmsg",
+        method = operation.method.as_str(),
+        path = operation.url.path(),
+        idempotency_key = send_key(operation),
+        slots_missed = *slots_missed;
+        "{} {} not written: too late for its pacing slot; it takes a new one{}",
+        operation.method,
+        operation.url.path(),
+        if waived { ", and is written on it however late" } else { "" },
+    );
+}
+
 /// A send its fence refused (`not_attempted`).
 fn fenced(operation: &Operation, reason: String, in_doubt_before: bool) -> Error {
     not_attempted(operation, Error::SharedState(reason), in_doubt_before)
@@ -106,9 +135,10 @@ impl Client {
         let mut in_doubt_before = false;
         // The `error.type` of the last attempt, when the next is its retry (`attempt_counts`).
         let mut last_error_type: Option<String> = None;
-        // The last attempt's request was not written because it came too late for its slot:
-        // the same attempt is made again on a new slot.
+        // The attempt was found too late for its slot (`missed_slot`): it is made on a new one.
         let mut slot_missed = false;
+        // Slots this send missed so far (`MOST_SLOTS_MISSED`).
+        let mut slots_missed: u32 = 0;
         // The service refused the token (401): a fresh one is asked before the next attempt.
         let mut refresh_token = false;
         loop {
@@ -118,7 +148,8 @@ impl Client {
             // Sent again: a paced send takes a slot of its pace first, as its first attempt did
             // (`retry_slot.rs`). A store that cannot give one stops the send here. A wait that
             // is not the call's (a campaign's pace, as its first slot's) moves its deadline.
-            if attempt > 1 || std::mem::take(&mut slot_missed) {
+            let retake = std::mem::take(&mut slot_missed);
+            if attempt > 1 || retake {
                 if let Some(progress) = &operation.progress {
                     match progress.retry_slot(deadline).await {
                         Ok(waited) => {
@@ -131,8 +162,8 @@ impl Client {
             // After the slot's wait (seconds, at a low pace, with a campaign's messages queued
             // before it), so that the fresh token cannot expire in it. Asking may make the
             // request late for its slot, and the pace still holds: a local one counts the send
-            // from its write, and a shared slot's late body is refused and another slot taken
-            // (below), the token in hand. A provider that fails now stops the send: in doubt
+            // from its write, and an attempt late for a shared slot takes another (below), the
+            // token in hand. A provider that fails now stops the send: in doubt
             // if an earlier attempt may have been processed.
             if std::mem::take(&mut refresh_token) {
                 authorization = self
@@ -144,6 +175,21 @@ impl Client {
             // over) is not attempted; the body's own check covers what happens from here.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
                 return Err(fenced(operation, reason, in_doubt_before));
+            }
+            // Too late for its slot already (held by a `Retry-After` gate, a token refreshed,
+            // a process not scheduled): not handed to the transport, and a new slot taken
+            // (`missed_slot`). From here to the write, nothing waits but a connection opened
+            // when none is idle: that one is not bounded, since the next slot would need a
+            // connection opened after it just the same (the idle ones can expire in the wait
+            // for it; a stale connection's retry wants a new one), and be missed in turn.
+            if operation
+                .progress
+                .as_ref()
+                .is_some_and(|progress| progress.misses_its_slot())
+            {
+                missed_slot(operation, &mut slots_missed);
+                slot_missed = true;
+                continue;
             }
             // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
@@ -177,30 +223,6 @@ impl Client {
                     &mut head_read,
                 )
                 .await;
-            // Written too late for its slot, the request could have crowded the following
-            // slots into one second above the pace: it was not written (`body.rs`'s claim),
-            // so it provably never left, and it is made again on a new slot, with the same
-            // key. Not an attempt: nothing is counted or logged as one. (A campaign stopped
-            // meanwhile ends the wait for that slot, `retry_slot.rs`.)
-            if outcome.is_err()
-                && operation
-                    .progress
-                    .as_ref()
-                    .is_some_and(|progress| progress.take_missed_slot())
-                && watch.as_ref().is_some_and(BodyWatch::claim_unsent)
-            {
-                log::debug!(
-                    target: "bizmsg",
-                    method = operation.method.as_str(),
-                    path = operation.url.path(),
-                    idempotency_key = send_key(operation);
-                    "{} {} was not written: too late for its pacing slot; it takes a new one",
-                    operation.method,
-                    operation.url.path(),
-                );
-                slot_missed = true;
-                continue;
-            }
 
             if log::log_enabled!(target: "bizmsg", log::Level::Debug) {
                 log_attempt(operation, &outcome, attempt, attempt_started);

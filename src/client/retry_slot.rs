@@ -4,7 +4,7 @@
 //! attempt is a request the platform counts against the pace, so each takes a slot of its own
 //! first: were they sent as they came, the retries held by a `Retry-After` pause would all go
 //! the moment it lifted, on top of the paced sends (1,296 in one second at `rate_limit=1000`
-//! in the reproduction of `tests/campaigns/test_retry_pace.py`).
+//! in the reproduction of `tests/campaigns/test_campaign_pacing.py`).
 
 use futures::future::BoxFuture;
 

@@ -6,11 +6,12 @@
 //! A send's retries within `client/execute.rs` take slots of their own (`client/retry_slot.rs`).
 //!
 //! A store that cannot count a send from its write (Redis: every process's sends share one
-//! timeline in the store, which a late write cannot move) gives the latest its request may be
-//! written instead (`write_by`). The body's claim refuses a write past it, and the send takes
-//! a new slot (`client/execute.rs`): whatever made it late (a connection opened after the slot
-//! after all, a `Retry-After` gate, a process not scheduled), the request never goes out next
-//! to the following slots, where it could put more than the pace in one second.
+//! timeline in the store, which a late write cannot move) gives the latest its attempt may be
+//! made instead (`write_by`). An attempt found past it as it is about to be handed to the
+//! transport is not made on that slot, and the send takes a new one (`client/execute.rs`):
+//! whatever made it late (a `Retry-After` gate, a token refreshed, a process not scheduled),
+//! the request does not go out next to the following slots, where it could put more than the
+//! pace in one second.
 
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ use super::timeline::Timeline;
 #[derive(Default)]
 pub struct Departure {
     marks: Vec<(Arc<Timeline>, u64)>,
-    /// Past this, the request is not written: its slot is missed (`missed`).
+    /// Past this, the attempt is not made on this slot: it is missed (`missed`).
     write_by: Option<Instant>,
 }
 
@@ -36,7 +37,7 @@ impl Departure {
         }
     }
 
-    /// A send whose request must be written by `write_by`, or not at all.
+    /// A send whose attempt must be made by `write_by`, or on another slot.
     pub(crate) fn written_by(write_by: Instant) -> Self {
         Departure {
             marks: Vec::new(),
@@ -49,7 +50,7 @@ impl Departure {
         self.marks.is_empty() && self.write_by.is_none()
     }
 
-    /// Whether it is too late now to write the request (its slot is missed).
+    /// Whether it is too late now to make the attempt (its slot is missed).
     pub(crate) fn missed(&self) -> bool {
         self.write_by.is_some_and(|by| Instant::now() > by)
     }

@@ -62,9 +62,6 @@ pub(crate) struct Failed {
     /// an answer, within `SILENT_WITHIN`: on a reused connection, the keep-alive race (the
     /// server closed it as the request went out, most likely without reading it).
     pub(crate) silent: bool,
-    /// Nothing was written or read: the request's body was refused (`body.rs`'s claim), and
-    /// the connection is as it was, fit for another request.
-    pub(crate) untouched: bool,
 }
 
 /// How soon after its request was written a connection must end, without a byte of answer,
@@ -155,16 +152,12 @@ impl Conn {
             error: Error::ConnectionBroken(error),
             returned: None,
             silent: false,
-            untouched: false,
         };
         let method = request.method.clone();
         let timed = request.timed;
         self.output.clear();
         let Ok(data) = request.body.claim() else {
-            return Err(Failed {
-                untouched: true,
-                ..broken(Abandoned.to_string())
-            });
+            return Err(broken(Abandoned.to_string()));
         };
         let absolute;
         let target = match &head.absolute {
@@ -193,7 +186,6 @@ impl Conn {
                 // Over TLS, a failed write may still have sent part of a record.
                 returned: (nothing_written && plain).then_some(request),
                 silent: false,
-                untouched: false,
             });
         }
         drop(request);

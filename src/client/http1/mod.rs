@@ -116,13 +116,6 @@ impl Http1Transport {
                     }
                     return Ok(reply);
                 }
-                // Its body was refused (too late for its slot, its fence, abandoned): the
-                // connection is unused and kept, so that the send taking a new slot has one
-                // (dropped, each retake could open one after its slot in turn).
-                Err(failed) if failed.untouched => {
-                    pool::put_back(&self.idle, conn);
-                    return Err(failed.error);
-                }
                 // A pooled connection that turned out closed before the request was written:
                 // nothing left, so it is safe to try again on a new connection.
                 Err(failed) if reused.is_some() && failed.returned.is_some() => {

@@ -55,16 +55,6 @@ pub(super) fn checkout(idle: &PerRuntime<Conn>, learning: &IdleLimit) -> Option<
     found
 }
 
-/// Puts a connection taken for a request that was not written (its body refused) back as it
-/// was: its idle time still counts from its last exchange, as the server's does.
-pub(super) fn put_back(idle: &PerRuntime<Conn>, conn: Conn) {
-    idle.with(|list| {
-        if list.len() < MAX_IDLE {
-            list.push(conn);
-        }
-    });
-}
-
 /// Puts a connection that finished its exchange cleanly back, to be reused.
 pub(super) fn check_in(idle: &PerRuntime<Conn>, mut conn: Conn) {
     conn.idle_since = Instant::now();

@@ -59,7 +59,9 @@
 //! given back to the store (`GIVE_BACK`), which grants it again unless another reservation came
 //! after it. Nothing between a slot and its request waits for the store, and a message's last
 //! step before it (a journal's write) begins `STEP_LEAD` before the slot's time: one that ends
-//! past the slot's bound takes a later slot (`store.rs`, `slot`).
+//! past the slot's bound takes a later slot (`store.rs`, `slot`). So does an attempt found,
+//! as it is about to be handed to the transport, more than 2 ms past that bound (the write's
+//! share of the 8 ms, `slots.rs`'s `WRITE_AFTER_WAKE`; `client/execute.rs`).
 //!
 //! # When Redis is away, or forgets
 //! Nothing is sent unpaced: a message waits until the store grants it a slot. An operation on

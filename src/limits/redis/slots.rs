@@ -70,11 +70,13 @@ const MOST_FAST: usize = 1024;
 /// of every pace, and at 750 and 1,000 a second, the paces that matter, it measured no better
 /// (97.5–98.6 %): not kept.
 const LATE: Duration = Duration::from_millis(6);
-/// How long after its slot's bound (`latest`) its request may still be written: the 2 ms
-/// `LATE` leaves for the write after the wake-up. A request that is not written by then (the
-/// process was not scheduled, a connection was opened after the slot after all, a
-/// `Retry-After` gate held it) is not written on this slot: the body's claim refuses it, and
-/// the send takes a new one (`limits/departure.rs`).
+/// How long after its slot's bound (`latest`) its attempt may still be handed to the
+/// transport: the 2 ms `LATE` leaves for the write after the wake-up (the difference in the
+/// way there is then left to the network: on one host or one LAN, well under a millisecond).
+/// An attempt later than that (the process was not scheduled, a `Retry-After` gate held it, a
+/// token was refreshed after a `401`) is not made on this slot: the send takes a new one
+/// (`limits/departure.rs`, `client/execute.rs`), three at most. From there to the write,
+/// only a connection opened when none is idle can delay it, and that is not bounded.
 const WRITE_AFTER_WAKE: Duration = Duration::from_millis(2);
 /// The least time a caller is given to wake for its slot: tokio's timer ticks every
 /// millisecond (less, and the slot is as good as lost before it is taken).

@@ -287,7 +287,7 @@ impl RedisLimits {
     /// before the slot's time, so that it is made by then; one that ends past the slot's
     /// bound takes a later slot, the step made: sent when the step ended, next to the following
     /// slots, the request could put more than the pace in one second. The same holds for the
-    /// write itself: the `Departure` says by when it must be made (`slots.rs`'s
+    /// attempt itself: the `Departure` says by when it must be made (`slots.rs`'s
     /// `WRITE_AFTER_WAKE`).
     async fn slot(
         &self,
