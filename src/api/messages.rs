@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-use crate::client::{CallOptions, Client, Operation, Response, SendContext, SendProgress};
+use crate::client::{CallOptions, Client, Operation, Response, SendContext, SendProgress, Timeout};
 use crate::error::{Error, Rejected, Result};
 use crate::validate;
 use crate::wire::{FromWire, SendRequest, SendResult, TemplateRequest};
@@ -50,6 +50,22 @@ pub fn validate_template(
 const SEND_SOURCE: &str = "POST /v1/chat/messages/send";
 
 /// The JSON body of a send request.
+/// What is left of a call's `total` timeout, begun at `started`; none left is the call's
+/// timeout, before anything was sent.
+fn total_left(
+    total: std::time::Duration,
+    started: std::time::Instant,
+) -> Result<std::time::Duration> {
+    match total.checked_sub(started.elapsed()) {
+        Some(left) if !left.is_zero() => Ok(left),
+        _ => Err(Error::Timeout(format!(
+            "the send waited for its shared slot past the total timeout of {:.3}s; nothing was \
+             sent",
+            total.as_secs_f64()
+        ))),
+    }
+}
+
 pub(crate) fn encode(request: &SendRequest) -> Result<Bytes> {
     serde_json::to_vec(request)
         .map(Bytes::from)
@@ -86,19 +102,39 @@ impl Client {
         call: &CallOptions,
     ) -> Result<Response<SendResult>> {
         let body = encode(&request)?;
+        let started = std::time::Instant::now();
         // A connection is opened when none is idle before the shared slot, not after it (late
         // for it).
         if self.shared_limits().is_some() {
             self.warm_connection(call).await;
         }
         let shared = self.take_shared_slot(&request.from, call).await?;
+        // The total timeout bounds the whole call: the attempts have what the wait for the
+        // slot left of it.
+        let left = match (&shared, self.total_timeout(call)) {
+            (Some(_), Some(total)) => Some(total_left(total, started)?),
+            _ => None,
+        };
+        let call = match left {
+            Some(left) => std::borrow::Cow::Owned(CallOptions {
+                timeout: Some(
+                    call.timeout
+                        .map_or(Timeout::total(left), |timeout| Timeout {
+                            total: Some(left),
+                            ..timeout
+                        }),
+                ),
+                ..call.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(call),
+        };
         let request = Arc::new(request);
         // Its retries are paced as its first attempt was.
         let progress = shared
             .as_ref()
             .map(|shared| Arc::new(shared.progress_of(&request)));
         let sent = self
-            .send_encoded(&request, body, idempotency_key, call, progress.as_ref())
+            .send_encoded(&request, body, idempotency_key, &call, progress.as_ref())
             .await;
         // Sent, or perhaps sent: counted (a count too many only warns early).
         if matches!(

@@ -58,14 +58,18 @@ impl RetrySlot for SingleSendRetrySlot {
         true
     }
 
-    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
+    fn take<'a>(
+        &'a self,
+        deadline: Option<std::time::Instant>,
+        last_step: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<Departure>> {
         Box::pin(async move {
             let from = self.request.from.as_str();
             let slot = Slot {
                 sender: self.pace.map(|pace| (from, pace)),
                 campaign: None,
             };
-            crate::limits::waited(from, self.limits.admit_then(slot, deadline, None)).await
+            crate::limits::waited(from, self.limits.admit_then(slot, deadline, last_step)).await
         })
     }
 }

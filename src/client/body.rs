@@ -19,6 +19,12 @@ use super::retry_slot::RetrySlot;
 use crate::error::{Error, Result};
 use crate::limits::Departure;
 
+/// The most slots a send gives up for being too late for them (`misses_its_slot`); its
+/// attempts then go on their slots however late. Only a process starved of its core for
+/// milliseconds at every slot misses this many: it sends, where it would retake slots for as
+/// long as the starvation lasts.
+pub(crate) const MOST_SLOTS_MISSED: u32 = 3;
+
 const FRESH: u8 = 0;
 const TAKEN: u8 = 1;
 /// The attempt was given up on: the body must never leave now.
@@ -63,8 +69,8 @@ pub(crate) struct SendProgress {
     /// An attempt may have been processed (it left, and failed ambiguously): whatever the
     /// current attempt does, the send is in doubt if given up.
     in_doubt: std::sync::atomic::AtomicBool,
-    /// Its requests are written however late for their slots (`waive_slot_bound`).
-    bound_waived: std::sync::atomic::AtomicBool,
+    /// Slots its attempts were found too late for (`missed_a_slot`).
+    slots_missed: std::sync::atomic::AtomicU32,
     /// The first attempt's `Authorization` value (or the provider's failure), asked of a token
     /// provider as its slot's last step (`Client::authorization_ahead`): asked after the slot,
     /// it would delay the request past the slot's time; asked before the whole wait for it, it
@@ -107,16 +113,22 @@ impl SendProgress {
     /// (`RetrySlot::within_call_timeout`), by which the call's deadline moves. `Err`: no slot
     /// (the store failed, or the call's deadline would pass first), and the attempt must not be
     /// made; a store's failure is kept for `slot_failure`.
+    /// `last_step` is made as the slot's last step (`RetrySlot::take`); without a retry slot
+    /// it is not made at all.
     pub(crate) async fn retry_slot(
         &self,
         deadline: Option<std::time::Instant>,
+        last_step: Option<futures::future::BoxFuture<'_, bool>>,
     ) -> Result<std::time::Duration> {
         let Some(retry_slot) = &self.retry_slot else {
             return Ok(std::time::Duration::ZERO);
         };
         let within = retry_slot.within_call_timeout();
         let started = std::time::Instant::now();
-        match retry_slot.take(deadline.filter(|_| within)).await {
+        match retry_slot
+            .take(deadline.filter(|_| within), last_step)
+            .await
+        {
             Ok(departure) => {
                 *crate::sync::lock(&self.departure) = (!departure.is_empty()).then_some(departure);
                 Ok(if within {
@@ -167,9 +179,10 @@ impl SendProgress {
 
     /// Whether the attempt about to be made is too late for its slot (`Departure::missed`),
     /// asked by the attempt loop before it hands the request to the transport: the slot is
-    /// then given up (its departure dropped), and the send takes a new one.
+    /// then given up (its departure dropped), and the send takes a new one. Once a send has
+    /// given up `MOST_SLOTS_MISSED`, its attempts go however late.
     pub(crate) fn misses_its_slot(&self) -> bool {
-        if self.bound_waived.load(Ordering::Acquire) {
+        if self.slots_missed.load(Ordering::Acquire) >= MOST_SLOTS_MISSED {
             return false;
         }
         let mut departure = crate::sync::lock(&self.departure);
@@ -177,13 +190,14 @@ impl SendProgress {
             return false;
         }
         *departure = None;
+        self.slots_missed.fetch_add(1, Ordering::AcqRel);
         true
     }
 
-    /// From now on its requests are written however late for their slots (it missed too
-    /// many: `execute.rs`'s `MOST_SLOTS_MISSED`).
-    pub(crate) fn waive_slot_bound(&self) {
-        self.bound_waived.store(true, Ordering::Release);
+    /// How many slots this send was found too late for (`misses_its_slot`), its every call
+    /// included (a campaign's message may make several).
+    pub(crate) fn slots_missed(&self) -> u32 {
+        self.slots_missed.load(Ordering::Acquire)
     }
 
     /// A body of this send is being written: the pace learns when (once per release).
@@ -383,7 +397,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_too_late_for_its_slot_gives_it_up_until_the_bound_is_waived() {
+    async fn an_attempt_too_late_for_its_slot_gives_it_up_three_times_at_most() {
         let progress = SendProgress::default();
         let by = tokio::time::Instant::now() + Duration::from_millis(2);
         progress.departs(Departure::written_by(by));
@@ -394,9 +408,14 @@ mod tests {
         assert!(!progress.misses_its_slot());
         assert!(crate::sync::lock(&progress.departure).is_none());
 
+        for missed in 2..=MOST_SLOTS_MISSED {
+            progress.departs(Departure::written_by(tokio::time::Instant::now()));
+            tokio::time::advance(Duration::from_millis(1)).await;
+            assert!(progress.misses_its_slot());
+            assert_eq!(progress.slots_missed(), missed);
+        }
         progress.departs(Departure::written_by(tokio::time::Instant::now()));
         tokio::time::advance(Duration::from_millis(1)).await;
-        progress.waive_slot_bound();
         assert!(!progress.misses_its_slot(), "waived");
         assert!(
             crate::sync::lock(&progress.departure).is_some(),

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 
 use super::attempt_log::{error_type, wall_clock_at, AttemptRecord, PauseRecord};
-use super::body::BodyWatch;
+use super::body::{BodyWatch, MOST_SLOTS_MISSED};
 use super::decide::{decide, is_ambiguous, Failure, Next};
 use super::error_body::{api_message, error_body};
 use super::operation::{Headers, Operation};
@@ -39,28 +39,18 @@ fn not_attempted(operation: &Operation, error: Error, in_doubt_before: bool) -> 
     }
 }
 
-/// The most slots a send gives up for being too late for them; its request is then written
-/// on the next, however late (`SendProgress::waive_slot_bound`). Only a process starved of
-/// its core for milliseconds at every slot misses this many: it sends, where it would retake
-/// slots for as long as the starvation lasts.
-const MOST_SLOTS_MISSED: u32 = 3;
-
 /// A send's attempt was too late for its pacing slot: written, its request could have
 /// crowded the following slots into one second above the pace. It is not made on that slot,
 /// but on a new one, with the same key: not an attempt, nothing is counted or logged as one.
 /// (A campaign stopped meanwhile ends the wait for it, `retry_slot.rs`.)
-fn missed_slot(operation: &Operation, slots_missed: &mut u32) {
-    *slots_missed += 1;
-    let waived = *slots_missed >= MOST_SLOTS_MISSED;
-    if let (true, Some(progress)) = (waived, &operation.progress) {
-        progress.waive_slot_bound();
-    }
+fn missed_slot(operation: &Operation, slots_missed: u32) {
+    let waived = slots_missed >= MOST_SLOTS_MISSED;
     log::debug!(
         target: "bizmsg",
         method = operation.method.as_str(),
         path = operation.url.path(),
         idempotency_key = send_key(operation),
-        slots_missed = *slots_missed;
+        slots_missed = slots_missed;
         "{} {} not written: too late for its pacing slot; it takes a new one{}",
         operation.method,
         operation.url.path(),
@@ -137,8 +127,6 @@ impl Client {
         let mut last_error_type: Option<String> = None;
         // The attempt was found too late for its slot (`missed_slot`): it is made on a new one.
         let mut slot_missed = false;
-        // Slots this send missed so far (`MOST_SLOTS_MISSED`).
-        let mut slots_missed: u32 = 0;
         // The service refused the token (401): a fresh one is asked before the next attempt.
         let mut refresh_token = false;
         loop {
@@ -148,10 +136,27 @@ impl Client {
             // Sent again: a paced send takes a slot of its pace first, as its first attempt did
             // (`retry_slot.rs`). A store that cannot give one stops the send here. A wait that
             // is not the call's (a campaign's pace, as its first slot's) moves its deadline.
+            // After a `401`, the fresh token is asked as the retry slot's last step, as the
+            // first slot's token is (`authorization_ahead`): after the slot's wait (seconds, at
+            // a low pace, behind a campaign's queued messages), where it would expire, and not
+            // after the slot, where a round trip to the provider would make the attempt late
+            // for it. An unpaced send asks it here. A provider that fails stops the send: in
+            // doubt if an earlier attempt may have been processed.
+            let refreshed = std::sync::Mutex::new(None);
+            let refresh = std::mem::take(&mut refresh_token);
             let retake = std::mem::take(&mut slot_missed);
             if attempt > 1 || retake {
                 if let Some(progress) = &operation.progress {
-                    match progress.retry_slot(deadline).await {
+                    let step_deadline = deadline;
+                    let step = refresh.then(|| {
+                        Box::pin(async {
+                            let asked = self.token(true, step_deadline).await;
+                            let go = asked.is_ok();
+                            *crate::sync::lock(&refreshed) = Some(asked);
+                            go
+                        }) as futures::future::BoxFuture<'_, bool>
+                    });
+                    match progress.retry_slot(deadline, step).await {
                         Ok(waited) => {
                             deadline = deadline.and_then(|deadline| deadline.checked_add(waited));
                         }
@@ -159,37 +164,33 @@ impl Client {
                     }
                 }
             }
-            // After the slot's wait (seconds, at a low pace, with a campaign's messages queued
-            // before it), so that the fresh token cannot expire in it. Asking may make the
-            // request late for its slot, and the pace still holds: a local one counts the send
-            // from its write, and an attempt late for a shared slot takes another (below), the
-            // token in hand. A provider that fails now stops the send: in doubt
-            // if an earlier attempt may have been processed.
-            if std::mem::take(&mut refresh_token) {
-                authorization = self
-                    .token(true, deadline)
-                    .await
-                    .map_err(|error| not_attempted(operation, error, in_doubt_before))?;
+            if refresh {
+                let asked = crate::sync::lock(&refreshed).take();
+                let asked = match asked {
+                    Some(asked) => asked,
+                    None => self.token(true, deadline).await,
+                };
+                authorization =
+                    asked.map_err(|error| not_attempted(operation, error, in_doubt_before))?;
             }
             // A send its caller may no longer make (a campaign run whose claims were taken
             // over) is not attempted; the body's own check covers what happens from here.
             if let Some(Err(reason)) = fence.map(|fence| fence.may_send()) {
                 return Err(fenced(operation, reason, in_doubt_before));
             }
-            // Too late for its slot already (held by a `Retry-After` gate, a token refreshed,
-            // a process not scheduled): not handed to the transport, and a new slot taken
-            // (`missed_slot`). From here to the write, nothing waits but a connection opened
-            // when none is idle: that one is not bounded, since the next slot would need a
-            // connection opened after it just the same (the idle ones can expire in the wait
+            // Too late for its slot already (held by a `Retry-After` gate, a process not
+            // scheduled): not handed to the transport, and a new slot taken (`missed_slot`).
+            // From here to the write, what waits is the transport's own: a connection opened
+            // when none is idle (or again, after a pooled one turned out closed; with HTTP/2,
+            // reqwest's connection and streams). That is not bounded: the next slot would need
+            // a connection opened after it just the same (the idle ones can expire in the wait
             // for it; a stale connection's retry wants a new one), and be missed in turn.
-            if operation
-                .progress
-                .as_ref()
-                .is_some_and(|progress| progress.misses_its_slot())
-            {
-                missed_slot(operation, &mut slots_missed);
-                slot_missed = true;
-                continue;
+            if let Some(progress) = &operation.progress {
+                if progress.misses_its_slot() {
+                    missed_slot(operation, progress.slots_missed());
+                    slot_missed = true;
+                    continue;
+                }
             }
             // One clock read for both: a campaign makes this call per message.
             let attempt_started = Instant::now();
@@ -335,7 +336,7 @@ impl Client {
             match next {
                 Next::RefreshToken => {
                     token_refreshed = true;
-                    // Asked before the next attempt, once its slot is taken (below).
+                    // Asked for the next attempt, as its slot's last step (above).
                     refresh_token = true;
                 }
                 Next::Retry { delay, error } => {

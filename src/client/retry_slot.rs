@@ -20,6 +20,12 @@ pub(crate) trait RetrySlot: Send + Sync {
     fn within_call_timeout(&self) -> bool;
 
     /// Waits for the slot (and for every pause that holds the send), no later than `deadline`
-    /// when the store can tell. Its `Departure` is told when the attempt's request is written.
-    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>>;
+    /// when the store can tell, making `last_step` (a token refreshed after a `401`) as the
+    /// slot's last step (`LimitsStore::admit_then`). Its `Departure` is told when the
+    /// attempt's request is written.
+    fn take<'a>(
+        &'a self,
+        deadline: Option<std::time::Instant>,
+        last_step: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<Departure>>;
 }

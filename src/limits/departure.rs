@@ -9,9 +9,10 @@
 //! timeline in the store, which a late write cannot move) gives the latest its attempt may be
 //! made instead (`write_by`). An attempt found past it as it is about to be handed to the
 //! transport is not made on that slot, and the send takes a new one (`client/execute.rs`):
-//! whatever made it late (a `Retry-After` gate, a token refreshed, a process not scheduled),
-//! the request does not go out next to the following slots, where it could put more than the
-//! pace in one second.
+//! whatever made it late (a `Retry-After` gate, a process not scheduled), the request does
+//! not go out next to the following slots, where it could put more than the pace in one
+//! second. (Three slots at most per send: `client/body.rs`'s `MOST_SLOTS_MISSED`. What the
+//! transport does after the hand-off, such as opening a connection, is not bounded.)
 
 use std::sync::Arc;
 

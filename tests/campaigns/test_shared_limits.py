@@ -300,6 +300,30 @@ def test_a_token_callable_is_asked_once_per_single_send_and_its_interrupt_passes
     assert len(calls) == asked_before + 1
 
 
+def test_a_single_sends_total_timeout_counts_its_wait_for_the_shared_slot(
+        redis_server: RedisServer) -> None:
+    """``total`` bounds a single send under shared limits as a whole: the attempts have what
+    the wait for the slot left of it. (Found in review, helper-50: each had all of it, so a
+    send with ``total=2`` waited 1.7 s for its slot, then 1.6 s for a slow answer, and
+    succeeded after 3.3 s.)"""
+    template = bizmsg.Template(name="promo", parameters=["x"], language="en")
+    with Sandbox(seed_data=seed_data()) as sandbox:
+        with bizmsg.Client(sandbox.token, base_url=sandbox.base_url,
+                           shared_limits=redis_server.url, max_retries=0,
+                           timeout=bizmsg.Timeout(total=2.0)) as client:
+            # A 429 with Retry-After 1.7 pauses the service in Redis, so the next send waits
+            # about 1.7 s for its slot; its answer then takes 1.6 s.
+            sandbox.inject("send", status=429, headers={"Retry-After": "1.7"}, times=1)
+            with pytest.raises(bizmsg.errors.RateLimitError):
+                client.messages.send(to="8613900000001", from_=SENDERS[0], template=template)
+            sandbox.inject("send", delay=1.6, times=1)
+            # Out of time while its request was answered (it may have been processed), or,
+            # on a slow machine, already while it waited for its slot.
+            with pytest.raises((bizmsg.errors.SendOutcomeUnknownError,
+                                bizmsg.errors.TimeoutError)):
+                client.messages.send(to="8613900000002", from_=SENDERS[0], template=template)
+
+
 # -- Redis lost mid-campaign ------------------------------------------------------------------------
 
 

@@ -29,7 +29,11 @@ impl RetrySlot for CampaignRetrySlot {
         false
     }
 
-    fn take(&self, deadline: Option<std::time::Instant>) -> BoxFuture<'_, Result<Departure>> {
+    fn take<'a>(
+        &'a self,
+        deadline: Option<std::time::Instant>,
+        last_step: Option<BoxFuture<'a, bool>>,
+    ) -> BoxFuture<'a, Result<Departure>> {
         Box::pin(async move {
             let from = self.request.from.as_str();
             let slot = Slot {
@@ -47,7 +51,7 @@ impl RetrySlot for CampaignRetrySlot {
                 tokio::select! {
                     // A slot given as the stop comes is taken: the retry goes, as it would have.
                     biased;
-                    taken = self.context.limits.admit_then(slot, deadline, None) => taken,
+                    taken = self.context.limits.admit_then(slot, deadline, last_step) => taken,
                     _ = state.wait_for(|state| *state != RUN) => {
                         Err(Error::Campaign(STOPPED_BEFORE_RETRY.to_owned()))
                     }

@@ -29,6 +29,8 @@ struct Scripted {
     connections: Mutex<Option<Arc<AtomicUsize>>>,
     /// Slots still to say their request is too late to be written (`missing_slots`).
     to_miss: AtomicUsize,
+    /// Every other slot's request must be made within this of its release (`bounded`).
+    bound: Mutex<Option<Duration>>,
 }
 
 impl Scripted {
@@ -41,6 +43,7 @@ impl Scripted {
             pair_checks: AtomicUsize::new(0),
             connections: Mutex::new(None),
             to_miss: AtomicUsize::new(0),
+            bound: Mutex::new(None),
         })
     }
 
@@ -55,6 +58,13 @@ impl Scripted {
     /// `connections` counts).
     fn watching(self: Arc<Self>, connections: Arc<AtomicUsize>) -> Arc<Self> {
         *self.connections.lock().unwrap() = Some(connections);
+        self
+    }
+
+    /// Its slots' requests must be made within `bound` of their release, as a shared slot's
+    /// must be within a few milliseconds of its time.
+    fn bounded(self: Arc<Self>, bound: Duration) -> Arc<Self> {
+        *self.bound.lock().unwrap() = Some(bound);
         self
     }
 
@@ -122,9 +132,12 @@ impl LimitsStore for Scripted {
                     left.checked_sub(1)
                 })
                 .is_ok();
+            let bound = *self.bound.lock().unwrap();
             Ok(if missed {
                 let past = tokio::time::Instant::now() - Duration::from_millis(1);
                 Departure::written_by(past)
+            } else if let Some(bound) = bound {
+                Departure::written_by(tokio::time::Instant::now() + bound)
             } else {
                 Departure::default()
             })
@@ -303,6 +316,8 @@ struct NotedToken {
     token: Option<String>,
     /// Its first token has expired: only a refresh gives `token`.
     expired_first: bool,
+    /// How long a refresh takes (a round trip to the token service).
+    refresh_takes: Duration,
 }
 
 impl crate::client::TokenProvider for NotedToken {
@@ -311,6 +326,13 @@ impl crate::client::TokenProvider for NotedToken {
             .note(if refresh { "token refreshed" } else { "token" });
         if self.expired_first && !refresh {
             return Box::pin(std::future::ready(Ok("expired".to_owned())));
+        }
+        if refresh && !self.refresh_takes.is_zero() {
+            let (takes, token) = (self.refresh_takes, self.token.clone());
+            return Box::pin(async move {
+                tokio::time::sleep(takes).await;
+                token.ok_or_else(|| Error::Configuration("no token".to_owned()))
+            });
         }
         Box::pin(std::future::ready(self.token.clone().ok_or_else(|| {
             Error::TokenProvider {
@@ -327,7 +349,8 @@ fn client_asking(sandbox: &Sandbox, store: &Arc<Scripted>, token: Option<String>
     client_asking_with(sandbox, store, token, false)
 }
 
-/// The same, whose first token (`expired_first`) the service refuses.
+/// The same, whose first token (`expired_first`) the service refuses, and whose refresh takes
+/// 30 ms.
 fn client_asking_with(
     sandbox: &Sandbox,
     store: &Arc<Scripted>,
@@ -338,6 +361,7 @@ fn client_asking_with(
         store: Arc::clone(store),
         token,
         expired_first,
+        refresh_takes: Duration::from_millis(30),
     };
     let config = ClientConfig::new(
         sandbox.base_url(),
@@ -461,6 +485,18 @@ async fn counting_forwarder(to: std::net::SocketAddr) -> (String, Arc<AtomicUsiz
     (format!("http://{address}"), opened)
 }
 
+/// A client of `sandbox` through a `counting_forwarder`, and the count of its connections.
+async fn client_counting_connections(sandbox: &Sandbox) -> (Client, Arc<AtomicUsize>) {
+    let service: std::net::SocketAddr = sandbox
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (url, opened) = counting_forwarder(service).await;
+    let config = ClientConfig::new(url, TokenSource::Static(sandbox.token()));
+    (Client::new(config).unwrap(), opened)
+}
+
 /// A paced message whose client has no idle connection opens one before it waits for its
 /// slot, not after: opened after (TCP, TLS: a round trip or more), it wrote its request that
 /// late for its slot, next to the following slots. Before the fix the slot was taken with no
@@ -468,15 +504,9 @@ async fn counting_forwarder(to: std::net::SocketAddr) -> (String, Arc<AtomicUsiz
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_is_opened_before_the_slot_when_none_is_idle() {
     let (sandbox, _, sender) = setup().await;
-    let service: std::net::SocketAddr = sandbox
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
-    let (url, opened) = counting_forwarder(service).await;
+    let (client, opened) = client_counting_connections(&sandbox).await;
     let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO)
         .watching(Arc::clone(&opened));
-    let client = Client::new(ClientConfig::new(url, TokenSource::Static(sandbox.token()))).unwrap();
     let finished = send_paced_by(client, &store, &sender).await;
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
@@ -509,22 +539,16 @@ async fn a_token_provider_that_fails_at_the_slot_fails_the_message_once() {
 }
 
 /// A request too late for its slot (its departure says so: the process was not scheduled for a
-/// while after the slot's time, a `Retry-After` gate held it) is not written on it: the
-/// message takes a new slot, with the same key, on the connection opened ahead. Before, it was
-/// written late, next to the following slots, where it could put more than the pace in one
-/// second.
+/// while after the slot's time, a `Retry-After` gate held it) is not handed to the transport:
+/// the message takes a new slot, with the same key, and goes on the connection opened ahead.
+/// Before, it was written late, next to the following slots, where it could put more than the
+/// pace in one second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_too_late_for_its_slot_is_not_written_and_takes_a_new_one() {
     let (sandbox, _, sender) = setup().await;
-    let service: std::net::SocketAddr = sandbox
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
-    let (url, opened) = counting_forwarder(service).await;
+    let (client, opened) = client_counting_connections(&sandbox).await;
     let store =
         Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO).missing_slots(1);
-    let client = Client::new(ClientConfig::new(url, TokenSource::Static(sandbox.token()))).unwrap();
     let finished = send_paced_by(client, &store, &sender).await;
     assert_eq!(finished.outcome.status, Status::Sent);
     assert_eq!(
@@ -540,19 +564,22 @@ async fn a_request_too_late_for_its_slot_is_not_written_and_takes_a_new_one() {
         *store.asked.lock().unwrap(),
         ["pair free", "slot", "pair free (known)", "slot"]
     );
-    // One request, on the connection opened ahead: the one refused was kept for the retake.
+    // One request, on the connection opened ahead: the missed slot took none.
     assert_eq!(sandbox.stats().sends, 1);
     assert_eq!(sandbox.stats().accepted, 1);
     assert_eq!(opened.load(Ordering::SeqCst), 1);
 }
 
-/// After a `401`, the fresh token is asked once the retry's slot is taken, not before its wait:
-/// with a campaign's messages queued before the retry, a token asked before could expire in
-/// that wait (as the first token could, before c8b907a). Before the fix the record ended in
-/// "token refreshed", then "slot".
+/// After a `401`, the fresh token is asked as the retry slot's last step: after its wait,
+/// where it could expire (with a campaign's messages queued before the retry), and before its
+/// release, where a refresh's round trip (here 30 ms, against a slot used within 5 ms) would
+/// make the attempt late for it, and cost that slot. Before: asked before the retry's wait
+/// ("token refreshed", then "slot"), then (ff5e140) after its slot, which the attempt then
+/// missed (a third "slot").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_refused_is_refreshed_after_the_retrys_slot() {
-    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO);
+async fn a_token_refused_is_refreshed_as_the_retry_slots_last_step() {
+    let store = Scripted::new(|_| Ok(Duration::from_millis(20)), |_| Duration::ZERO)
+        .bounded(Duration::from_millis(5));
     let (sandbox, _, sender) = setup().await;
     let client = client_asking_with(&sandbox, &store, Some(sandbox.token()), true);
     let finished = send_paced_by(client, &store, &sender).await;
@@ -564,11 +591,12 @@ async fn a_token_refused_is_refreshed_after_the_retrys_slot() {
             "slot",
             "token",
             "pair free (known)",
-            // Refused (401): the retry's slot, then its token.
+            // Refused (401): the retry's slot, and its token as the slot's last step.
             "slot",
             "token refreshed",
         ]
     );
+    assert_eq!(sandbox.stats().sends, 2);
     assert_eq!(sandbox.stats().accepted, 1);
 }
 

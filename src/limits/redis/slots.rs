@@ -73,10 +73,10 @@ const LATE: Duration = Duration::from_millis(6);
 /// How long after its slot's bound (`latest`) its attempt may still be handed to the
 /// transport: the 2 ms `LATE` leaves for the write after the wake-up (the difference in the
 /// way there is then left to the network: on one host or one LAN, well under a millisecond).
-/// An attempt later than that (the process was not scheduled, a `Retry-After` gate held it, a
-/// token was refreshed after a `401`) is not made on this slot: the send takes a new one
-/// (`limits/departure.rs`, `client/execute.rs`), three at most. From there to the write,
-/// only a connection opened when none is idle can delay it, and that is not bounded.
+/// An attempt later than that (the process was not scheduled, a `Retry-After` gate held it)
+/// is not made on this slot: the send takes a new one (`limits/departure.rs`,
+/// `client/execute.rs`), three at most. From there to the write, only the transport's own
+/// waits can delay it (a connection opened when none is idle), and they are not bounded.
 const WRITE_AFTER_WAKE: Duration = Duration::from_millis(2);
 /// The least time a caller is given to wake for its slot: tokio's timer ticks every
 /// millisecond (less, and the slot is as good as lost before it is taken).
