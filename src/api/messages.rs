@@ -49,7 +49,6 @@ pub fn validate_template(
 /// What errors about a send's answer name.
 const SEND_SOURCE: &str = "POST /v1/chat/messages/send";
 
-/// The JSON body of a send request.
 /// What is left of a call's `total` timeout, begun at `started`; none left is the call's
 /// timeout, before anything was sent.
 fn total_left(
@@ -66,6 +65,7 @@ fn total_left(
     }
 }
 
+/// The JSON body of a send request.
 pub(crate) fn encode(request: &SendRequest) -> Result<Bytes> {
     serde_json::to_vec(request)
         .map(Bytes::from)

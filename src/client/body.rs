@@ -69,7 +69,7 @@ pub(crate) struct SendProgress {
     /// An attempt may have been processed (it left, and failed ambiguously): whatever the
     /// current attempt does, the send is in doubt if given up.
     in_doubt: std::sync::atomic::AtomicBool,
-    /// Slots its attempts were found too late for (`missed_a_slot`).
+    /// Slots its attempts were found too late for (`misses_its_slot`).
     slots_missed: std::sync::atomic::AtomicU32,
     /// The first attempt's `Authorization` value (or the provider's failure), asked of a token
     /// provider as its slot's last step (`Client::authorization_ahead`): asked after the slot,
@@ -100,6 +100,14 @@ impl SendProgress {
     pub(crate) fn with_retry_slot(mut self, retry_slot: Arc<dyn RetrySlot>) -> Self {
         self.retry_slot = Some(retry_slot);
         self
+    }
+
+    /// Whether the wait for a retry's slot counts in the call's total timeout
+    /// (`RetrySlot::within_call_timeout`); without a retry slot, there is no such wait.
+    pub(crate) fn retry_slot_within_call_timeout(&self) -> bool {
+        self.retry_slot
+            .as_ref()
+            .is_none_or(|retry_slot| retry_slot.within_call_timeout())
     }
 
     pub(crate) fn fence(&self) -> Option<&Arc<dyn SendFence>> {

@@ -147,12 +147,20 @@ impl Client {
             let retake = std::mem::take(&mut slot_missed);
             if attempt > 1 || retake {
                 if let Some(progress) = &operation.progress {
-                    let step_deadline = deadline;
+                    // A wait that is not the call's moves its deadline (below): the step,
+                    // made at its end, has the deadline moved by the wait so far.
+                    let (waiting, moves) =
+                        (Instant::now(), !progress.retry_slot_within_call_timeout());
+                    let (step_deadline, refreshed) = (deadline, &refreshed);
                     let step = refresh.then(|| {
-                        Box::pin(async {
+                        Box::pin(async move {
+                            let step_deadline = match step_deadline {
+                                Some(deadline) if moves => deadline.checked_add(waiting.elapsed()),
+                                deadline => deadline,
+                            };
                             let asked = self.token(true, step_deadline).await;
                             let go = asked.is_ok();
-                            *crate::sync::lock(&refreshed) = Some(asked);
+                            *crate::sync::lock(refreshed) = Some(asked);
                             go
                         }) as futures::future::BoxFuture<'_, bool>
                     });

@@ -192,9 +192,20 @@ async fn send_paced_with(
     sender: &str,
     journal: Option<Arc<dyn JournalStore>>,
 ) -> Finished<()> {
+    send_paced_call(client, store, sender, journal, CallOptions::default()).await
+}
+
+/// The same, each call with `call`'s options.
+async fn send_paced_call(
+    client: Client,
+    store: &Arc<Scripted>,
+    sender: &str,
+    journal: Option<Arc<dyn JournalStore>>,
+    call: CallOptions,
+) -> Finished<()> {
     let context = Arc::new(Context {
         client,
-        call: CallOptions::default(),
+        call,
         control: Arc::new(Control::new()),
         limits: Arc::clone(store) as Arc<dyn LimitsStore>,
         rate: Some(("pacing-test".to_owned(), 10.0)),
@@ -629,4 +640,31 @@ async fn a_message_missing_every_slot_is_sent_after_three() {
         ]
     );
     assert_eq!(sandbox.stats().sends, 1);
+}
+
+/// A campaign's retry waits for its slot outside the call's total timeout, and so does the
+/// fresh token asked as that slot's last step after a `401`: here the retry's slot comes
+/// 150 ms after a call whose total is 100 ms, and the refresh takes 30 ms. (Found in the last
+/// read of 94fbedc: the step was bounded by the deadline as it stood before the wait, already
+/// past, and the message failed with a timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refreshed_at_a_campaign_retrys_slot_is_not_bounded_by_the_wait() {
+    let store = Scripted::new(
+        |n| Ok(Duration::from_millis(if n == 1 { 150 } else { 5 })),
+        |_| Duration::ZERO,
+    );
+    let (sandbox, _, sender) = setup().await;
+    let client = client_asking_with(&sandbox, &store, Some(sandbox.token()), true);
+    let call = CallOptions {
+        timeout: Some(crate::client::Timeout::total(Duration::from_millis(100))),
+        ..CallOptions::default()
+    };
+    let finished = send_paced_call(client, &store, &sender, None, call).await;
+    assert_eq!(
+        finished.outcome.status,
+        Status::Sent,
+        "{:?}",
+        finished.outcome.error
+    );
+    assert_eq!(sandbox.stats().accepted, 1);
 }
